@@ -1,0 +1,94 @@
+"""Find, expand and compile the CUDA sources in ``kernels/``.
+
+Every kernel is compiled on first use, one name expression at a time, through
+``cupy.RawModule`` (NVRTC), and the resulting function handle is kept for the
+rest of the process. The source handed to NVRTC has every ``#include "x.cuh"``
+of the project inlined, so CuPy's on-disk cache (keyed on the source text, the
+options and the architecture) is also keyed on the content of every header.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+
+__all__ = ["kernel_dir", "expanded_source", "get_kernel", "COMPILE_OPTIONS"]
+
+#: NVRTC options used for every kernel (CuPy adds the architecture).
+COMPILE_OPTIONS = ("-std=c++17",)
+
+_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
+
+
+def kernel_dir() -> str:
+    """Directory holding the ``.cu``/``.cuh`` sources.
+
+    Installed wheels carry them as the ``cusoftmax/kernels`` package data; in a
+    source checkout they are the top-level ``kernels/`` folder.
+    """
+    here = os.path.dirname(os.path.abspath(__file__))
+    for cand in (os.path.join(here, "kernels"), os.path.join(os.path.dirname(here), "kernels")):
+        if os.path.isfile(os.path.join(cand, "common.cuh")):
+            return cand
+    raise RuntimeError(
+        "cusoftmax: CUDA sources not found (looked for kernels/common.cuh next to "
+        f"{here}); the installation is incomplete, reinstall the package")
+
+
+_source_cache: dict[str, str] = {}
+
+
+def expanded_source(name: str) -> str:
+    """Source of ``kernels/<name>`` with project headers inlined (once each)."""
+    src = _source_cache.get(name)
+    if src is not None:
+        return src
+    kdir = kernel_dir()
+    seen: set[str] = set()
+
+    def expand(fname: str) -> str:
+        if fname in seen:  # every header has #pragma once semantics
+            return ""
+        seen.add(fname)
+        with open(os.path.join(kdir, fname), encoding="utf-8") as f:
+            text = f.read()
+        text = text.replace("#pragma once", "")
+        return _INCLUDE_RE.sub(lambda m: expand(m.group(1)), text)
+
+    body = expand(name)
+    digest = hashlib.sha256(body.encode()).hexdigest()[:16]
+    src = f"// cusoftmax {name} sha256:{digest}\n{body}"
+    _source_cache[name] = src
+    return src
+
+
+def source_digest(name: str) -> str:
+    return expanded_source(name).split("sha256:", 1)[1][:16]
+
+
+_kernels: dict[tuple, object] = {}
+_lock = threading.Lock()
+
+
+def get_kernel(source: str, name_expr: str, device_id: int):
+    """Compiled kernel ``name_expr`` from ``kernels/<source>`` for a device.
+
+    Thread-safe: concurrent first calls compile once and share the handle.
+    """
+    key = (source, name_expr, device_id)
+    k = _kernels.get(key)
+    if k is not None:
+        return k
+    with _lock:
+        k = _kernels.get(key)
+        if k is None:
+            import cupy
+
+            with cupy.cuda.Device(device_id):
+                mod = cupy.RawModule(code=expanded_source(source), options=COMPILE_OPTIONS,
+                                     name_expressions=[name_expr])
+                k = mod.get_function(name_expr)
+                k.attributes  # force compilation + load on this device now
+            _kernels[key] = k
+    return k

@@ -1,0 +1,363 @@
+// cusoftmax/kernels/common.cuh -- device code shared by every operation family.
+//
+// Header-free on purpose: nothing here includes a CUDA toolkit header, so NVRTC
+// compiles the kernels with no include path (the no-GPU compile check relies on
+// that) and the loader can inline this file into each source, which makes the
+// compiled-module cache key cover it.
+//
+// Contents
+//   * storage types (f16_t, bf16_t) and conversions to/from the compute type;
+//   * Pack<T, N>: an N-element vector moved with one 16/8/4/2-byte access;
+//   * MD: the online normaliser's (max, sum) pair and its associative merge
+//     (Milakov & Gimelshein 2018, eq. 3), guarded against -inf - (-inf);
+//   * warp / block all-reduce of MD;
+//   * fast exp/log for float and double.
+#pragma once
+
+#define CSM_DEVICE __device__ __forceinline__
+
+typedef long long i64;
+typedef unsigned long long u64;
+
+// ----------------------------------------------------------------------------
+// Storage types. 16-bit floats are kept as raw bits and converted with PTX, so
+// no cuda_fp16.h / cuda_bf16.h is needed.
+// ----------------------------------------------------------------------------
+struct __align__(2) f16_t { unsigned short bits; };
+struct __align__(2) bf16_t { unsigned short bits; };
+
+template <typename T> struct ComputeOf { typedef float type; };
+template <> struct ComputeOf<double> { typedef double type; };
+
+template <typename C, typename T> CSM_DEVICE C to_compute(T v);
+template <> CSM_DEVICE float to_compute<float, float>(float v) { return v; }
+template <> CSM_DEVICE float to_compute<float, double>(double v) { return (float)v; }
+template <> CSM_DEVICE double to_compute<double, double>(double v) { return v; }
+template <> CSM_DEVICE double to_compute<double, float>(float v) { return (double)v; }
+template <> CSM_DEVICE float to_compute<float, bf16_t>(bf16_t v) {
+  return __int_as_float(((unsigned)v.bits) << 16);
+}
+template <> CSM_DEVICE float to_compute<float, f16_t>(f16_t v) {
+  float r;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(v.bits));
+  return r;
+}
+template <> CSM_DEVICE double to_compute<double, bf16_t>(bf16_t v) {
+  return (double)to_compute<float, bf16_t>(v);
+}
+template <> CSM_DEVICE double to_compute<double, f16_t>(f16_t v) {
+  return (double)to_compute<float, f16_t>(v);
+}
+
+template <typename T, typename C> CSM_DEVICE T from_compute(C v);
+template <> CSM_DEVICE float from_compute<float, float>(float v) { return v; }
+template <> CSM_DEVICE double from_compute<double, float>(float v) { return (double)v; }
+template <> CSM_DEVICE double from_compute<double, double>(double v) { return v; }
+template <> CSM_DEVICE float from_compute<float, double>(double v) { return (float)v; }
+template <> CSM_DEVICE bf16_t from_compute<bf16_t, float>(float v) {
+  // round to nearest even; NaN stays a (quiet) NaN
+  unsigned u = __float_as_uint(v);
+  bf16_t r;
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    r.bits = (unsigned short)((u >> 16) | 0x40u);
+  } else {
+    u += 0x7fffu + ((u >> 16) & 1u);
+    r.bits = (unsigned short)(u >> 16);
+  }
+  return r;
+}
+template <> CSM_DEVICE f16_t from_compute<f16_t, float>(float v) {
+  f16_t r;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.bits) : "f"(v));
+  return r;
+}
+template <> CSM_DEVICE bf16_t from_compute<bf16_t, double>(double v) {
+  return from_compute<bf16_t, float>((float)v);
+}
+template <> CSM_DEVICE f16_t from_compute<f16_t, double>(double v) {
+  f16_t r;
+  asm("cvt.rn.f16.f64 %0, %1;" : "=h"(r.bits) : "d"(v));
+  return r;
+}
+
+// ----------------------------------------------------------------------------
+// Numeric helpers for the compute type.
+// ----------------------------------------------------------------------------
+template <typename C> struct Num;
+template <> struct Num<float> {
+  static CSM_DEVICE float neg_inf() { return __int_as_float(0xff800000); }
+  static CSM_DEVICE float nan() { return __int_as_float(0x7fffffff); }
+  static CSM_DEVICE float max(float a, float b) { return fmaxf(a, b); }
+  // e^(d) for d = x - m <= 0, as one ex2.approx (relative error ~2 ulp);
+  // the subtraction is done first so large |x| loses no precision.
+  static CSM_DEVICE float exp(float d) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d * 1.4426950408889634f));
+    return r;
+  }
+  static CSM_DEVICE float log(float v) { return logf(v); }
+  static CSM_DEVICE float rcp(float v) { return 1.0f / v; }
+};
+template <> struct Num<double> {
+  static CSM_DEVICE double neg_inf() { return __longlong_as_double(0xfff0000000000000ull); }
+  static CSM_DEVICE double nan() { return __longlong_as_double(0x7fffffffffffffffull); }
+  static CSM_DEVICE double max(double a, double b) { return fmax(a, b); }
+  static CSM_DEVICE double exp(double d) { return ::exp(d); }
+  static CSM_DEVICE double log(double v) { return ::log(v); }
+  static CSM_DEVICE double rcp(double v) { return 1.0 / v; }
+};
+
+// ----------------------------------------------------------------------------
+// Vector packs: N elements of T moved with one access of sizeof(T) * N bytes.
+// ----------------------------------------------------------------------------
+template <int BYTES> struct RawVec;
+template <> struct RawVec<32> { typedef ulonglong4 type; };  // never one access; split below
+template <> struct RawVec<16> { typedef uint4 type; };
+template <> struct RawVec<8> { typedef uint2 type; };
+template <> struct RawVec<4> { typedef unsigned type; };
+template <> struct RawVec<2> { typedef unsigned short type; };
+template <> struct RawVec<1> { typedef unsigned char type; };
+
+template <typename T, int N> struct Pack {
+  typedef typename RawVec<sizeof(T) * N>::type raw_t;
+  union {
+    raw_t raw;
+    T v[N];
+  };
+};
+
+// Aligned vector load / store. `p` must be aligned to sizeof(T) * N.
+template <typename T, int N> CSM_DEVICE Pack<T, N> load_pack(const T* p) {
+  Pack<T, N> r;
+  r.raw = *reinterpret_cast<const typename Pack<T, N>::raw_t*>(p);
+  return r;
+}
+template <typename T, int N> CSM_DEVICE void store_pack(T* p, const Pack<T, N>& v) {
+  *reinterpret_cast<typename Pack<T, N>::raw_t*>(p) = v.raw;
+}
+
+// Elements of a row that a pack covers start at (pack_index * N - mis), where
+// `mis` is the row's misalignment in elements (row start address modulo the
+// pack width). Packs overlapping [0, L) are loaded whole (an aligned access
+// never crosses an allocation's 256-byte granule); only in-row elements are
+// used, and stores outside [0, L) are skipped.
+template <typename T, int N>
+CSM_DEVICE int row_misalignment(const T* row) {
+  return (int)((reinterpret_cast<u64>(row) / sizeof(T)) % (u64)N);
+}
+
+// Load pack `p` of a row (superset coordinates) into compute values; elements
+// outside [0, L) become `fill`.
+template <typename C, typename T, int N>
+CSM_DEVICE void load_row_pack(const T* row, i64 p, int mis, i64 L, C fill, C* out) {
+  const i64 c0 = p * N - mis;
+  if (N == 1) {
+    out[0] = (c0 < L) ? to_compute<C>(row[c0]) : fill;
+    return;
+  }
+  if (c0 >= L) {
+#pragma unroll
+    for (int e = 0; e < N; ++e) out[e] = fill;
+    return;
+  }
+  Pack<T, N> pk = load_pack<T, N>(row + c0);
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+    const i64 c = c0 + e;
+    out[e] = (c >= 0 && c < L) ? to_compute<C>(pk.v[e]) : fill;
+  }
+}
+
+// Store pack `p` of a row; the output row has the same misalignment as the
+// input row (the dispatcher guarantees it, or picks N == 1).
+template <typename U, typename C, int N>
+CSM_DEVICE void store_row_pack(U* row, i64 p, int mis, i64 L, const C* vals) {
+  const i64 c0 = p * N - mis;
+  if (N == 1) {
+    if (c0 < L) row[c0] = from_compute<U>(vals[0]);
+    return;
+  }
+  if (c0 >= L) return;
+  if (c0 >= 0 && c0 + N <= L) {
+    Pack<U, N> pk;
+#pragma unroll
+    for (int e = 0; e < N; ++e) pk.v[e] = from_compute<U>(vals[e]);
+    store_pack<U, N>(row + c0, pk);
+  } else {
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      const i64 c = c0 + e;
+      if (c >= 0 && c < L) row[c] = from_compute<U>(vals[e]);
+    }
+  }
+}
+
+// Packs a row of length L with misalignment `mis` spans in superset coordinates.
+template <int N> CSM_DEVICE i64 row_packs(i64 L, int mis) { return (L + mis + N - 1) / N; }
+
+// ----------------------------------------------------------------------------
+// The online normaliser: m = running max, d = sum_j e^(x_j - m).
+// merge((ma, da), (mb, db)) = (m, da e^(ma - m) + db e^(mb - m)), m = max(ma, mb).
+// When a side's max equals m its scale is exactly 1: this avoids
+// e^(-inf - (-inf)) = NaN for rows (or slices) that are entirely -inf, whose
+// d is 0. A NaN anywhere reaches d (e^(NaN) = NaN), so the row becomes NaN;
+// +inf gives e^(inf - inf) = NaN in d as well, as scipy does.
+// ----------------------------------------------------------------------------
+template <typename C> struct MD {
+  C m, d;
+};
+
+template <typename C> CSM_DEVICE MD<C> md_identity() {
+  MD<C> r;
+  r.m = Num<C>::neg_inf();
+  r.d = C(0);
+  return r;
+}
+
+template <typename C> CSM_DEVICE MD<C> md_merge(MD<C> a, MD<C> b) {
+  MD<C> r;
+  r.m = Num<C>::max(a.m, b.m);
+  const C sa = (a.m == r.m) ? C(1) : Num<C>::exp(a.m - r.m);
+  const C sb = (b.m == r.m) ? C(1) : Num<C>::exp(b.m - r.m);
+  r.d = a.d * sa + b.d * sb;
+  return r;
+}
+
+// (max, sum) of `n` values held by one thread, as a partial: max first, then
+// one exp per value. Values that are -inf contribute 0.
+template <typename C, int NV> CSM_DEVICE MD<C> md_of_values(const C* v) {
+  C m = Num<C>::neg_inf();
+#pragma unroll
+  for (int i = 0; i < NV; ++i) m = Num<C>::max(m, v[i]);
+  C d = C(0);
+  if (m != Num<C>::neg_inf()) {
+#pragma unroll
+    for (int i = 0; i < NV; ++i) d += Num<C>::exp(v[i] - m);
+  }
+  MD<C> r;
+  r.m = m;
+  r.d = d;
+  // a NaN value is dropped by fmax but reaches d through e^(NaN - m)
+  return r;
+}
+
+// Fold NV more values into a running partial (one rescale per group).
+template <typename C, int NV> CSM_DEVICE MD<C> md_update(MD<C> acc, const C* v) {
+  return md_merge(acc, md_of_values<C, NV>(v));
+}
+
+// ----------------------------------------------------------------------------
+// Shuffles and reductions.
+// ----------------------------------------------------------------------------
+CSM_DEVICE float shfl_xor(float v, int lane_mask) {
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+}
+CSM_DEVICE double shfl_xor(double v, int lane_mask) {
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+}
+
+// All-reduce over groups of WIDTH consecutive lanes (WIDTH a power of two <= 32).
+template <typename C, int WIDTH> CSM_DEVICE MD<C> warp_allreduce_md(MD<C> v) {
+#pragma unroll
+  for (int off = WIDTH / 2; off > 0; off >>= 1) {
+    MD<C> o;
+    o.m = shfl_xor(v.m, off);
+    o.d = shfl_xor(v.d, off);
+    v = md_merge(v, o);
+  }
+  return v;
+}
+
+template <typename C, int WIDTH> CSM_DEVICE C warp_allreduce_sum(C v) {
+#pragma unroll
+  for (int off = WIDTH / 2; off > 0; off >>= 1) v += shfl_xor(v, off);
+  return v;
+}
+
+template <typename C, int WIDTH> CSM_DEVICE C warp_allreduce_max(C v) {
+#pragma unroll
+  for (int off = WIDTH / 2; off > 0; off >>= 1) v = Num<C>::max(v, shfl_xor(v, off));
+  return v;
+}
+
+// Block all-reduce of an MD pair; THREADS is a multiple of 32. `smem` holds
+// THREADS / 32 pairs. Ends with a barrier, so the caller may reuse smem.
+template <typename C, int THREADS>
+CSM_DEVICE MD<C> block_allreduce_md(MD<C> v, MD<C>* smem) {
+  constexpr int WARPS = THREADS / 32;
+  v = warp_allreduce_md<C, 32>(v);
+  if (WARPS == 1) return v;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  MD<C> r = (lane < WARPS) ? smem[lane] : md_identity<C>();
+  r = warp_allreduce_md<C, 32>(r);
+  __syncthreads();
+  return r;
+}
+
+template <typename C, int THREADS> CSM_DEVICE C block_allreduce_sum(C v, C* smem) {
+  constexpr int WARPS = THREADS / 32;
+  v = warp_allreduce_sum<C, 32>(v);
+  if (WARPS == 1) return v;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  C r = (lane < WARPS) ? smem[lane] : C(0);
+  r = warp_allreduce_sum<C, 32>(r);
+  __syncthreads();
+  return r;
+}
+
+template <typename C, int THREADS> CSM_DEVICE C block_allreduce_max(C v, C* smem) {
+  constexpr int WARPS = THREADS / 32;
+  v = warp_allreduce_max<C, 32>(v);
+  if (WARPS == 1) return v;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  C r = (lane < WARPS) ? smem[lane] : Num<C>::neg_inf();
+  r = warp_allreduce_max<C, 32>(r);
+  __syncthreads();
+  return r;
+}
+
+// ----------------------------------------------------------------------------
+// Thread-block clusters (sm_90+): barrier and distributed shared memory, in
+// PTX so no cooperative_groups header is needed.
+// ----------------------------------------------------------------------------
+CSM_DEVICE unsigned cluster_ctarank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+CSM_DEVICE void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// Address of `p` (this block's shared memory) in block `rank` of the cluster.
+CSM_DEVICE unsigned cluster_map_shared(const void* p, unsigned rank) {
+  unsigned local = (unsigned)__cvta_generic_to_shared(p);
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  return remote;
+}
+CSM_DEVICE float ld_shared_cluster(unsigned addr, float) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+CSM_DEVICE double ld_shared_cluster(unsigned addr, double) {
+  double v;
+  asm volatile("ld.shared::cluster.f64 %0, [%1];" : "=d"(v) : "r"(addr) : "memory");
+  return v;
+}
+
+// The final value of one element: softmax e^(x - m) / d, or log-softmax
+// (x - m) - log d. `inv_or_logd` is 1/d or log d, set once per row.
+template <typename C, bool LOG> CSM_DEVICE C finish_value(C x, C m, C inv_or_logd) {
+  if (LOG) return (x - m) - inv_or_logd;
+  return Num<C>::exp(x - m) * inv_or_logd;
+}
+template <typename C, bool LOG> CSM_DEVICE C row_scale(MD<C> md) {
+  return LOG ? Num<C>::log(md.d) : Num<C>::rcp(md.d);
+}

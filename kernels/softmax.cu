@@ -1,0 +1,392 @@
+// cusoftmax/kernels/softmax.cu -- forward softmax and log-softmax.
+//
+// Kernels (the dispatcher in cusoftmax/_dispatch.py picks one per call):
+//   softmax_warp     short rows: a group of LANES lanes per row, row in registers.
+//   softmax_block    medium rows: one block per row, row in registers.
+//   softmax_cluster  long rows (sm_90+): a cluster of CLUSTER blocks per row, row
+//                    in registers, block partials exchanged through distributed
+//                    shared memory. One read of x, one write of y.
+//   softmax_stream   rows too long to keep on chip, and the paper's streaming
+//                    forms: ALGO = NAIVE (Algorithm 1), SAFE (Algorithm 2),
+//                    ONLINE (Algorithm 3). One block per row.
+//   softmax_split_partial + softmax_split_finish
+//                    few long rows: each row split across SPLITS blocks; per-block
+//                    (max, sum) partials go to a workspace, the second kernel
+//                    merges them and normalises its slice (re-read from L2).
+//   softmax_cols     reduction along a strided axis with a unit-stride inner
+//                    axis (non-last axis, Fortran order): lanes run along the
+//                    inner axis so every access is coalesced.
+// Every kernel takes T (input storage), U (output storage) and LOG (log-softmax);
+// arithmetic is in C = float, or double when either side is double.
+#include "common.cuh"
+
+enum { ALGO_NAIVE = 0, ALGO_SAFE = 1, ALGO_ONLINE = 2 };
+
+template <typename T, typename U> struct ComputeOf2 {
+  typedef typename ComputeOf<T>::type CT;
+  typedef typename ComputeOf<U>::type CU;
+  typedef typename ComputeOf<double>::type D;
+  // double if either side is double, else float
+  typedef typename ComputeOf<decltype(CT() + CU())>::type type;
+};
+
+// ---------------------------------------------------------------------------
+// softmax_warp: LANES consecutive lanes own one row; each lane holds NP packs of
+// PACK elements (lane l of a group owns packs l, l + LANES, ...). A warp covers
+// 32 / LANES rows at a time; warps stride over the rows.
+// ---------------------------------------------------------------------------
+template <typename T, typename U, bool LOG, int PACK, int NP, int LANES>
+__global__ void __launch_bounds__(128)
+softmax_warp(const T* __restrict__ x, U* __restrict__ y, i64 rows, i64 L, i64 sx, i64 sy) {
+  typedef typename ComputeOf2<T, U>::type C;
+  constexpr int RPW = 32 / LANES;  // rows per warp
+  const int lane = threadIdx.x & 31;
+  const int g = lane / LANES, lg = lane % LANES;
+  const i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
+  for (i64 r0 = warp * RPW; r0 < rows; r0 += nwarps * RPW) {
+    const i64 r = r0 + g;
+    const bool active = r < rows;
+    C v[NP * PACK];
+    int mis = 0;
+    if (active) {
+      const T* row = x + r * sx;
+      mis = row_misalignment<T, PACK>(row);
+#pragma unroll
+      for (int i = 0; i < NP; ++i)
+        load_row_pack<C, T, PACK>(row, (i64)i * LANES + lg, mis, L, Num<C>::neg_inf(), v + i * PACK);
+    } else {
+#pragma unroll
+      for (int i = 0; i < NP * PACK; ++i) v[i] = Num<C>::neg_inf();
+    }
+    MD<C> md = md_of_values<C, NP * PACK>(v);
+    md = warp_allreduce_md<C, LANES>(md);
+    if (active) {
+      const C s = row_scale<C, LOG>(md);
+      U* orow = y + r * sy;
+#pragma unroll
+      for (int i = 0; i < NP; ++i) {
+        C o[PACK];
+#pragma unroll
+        for (int e = 0; e < PACK; ++e) o[e] = finish_value<C, LOG>(v[i * PACK + e], md.m, s);
+        store_row_pack<U, C, PACK>(orow, (i64)i * LANES + lg, mis, L, o);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// softmax_block: one block per row (blocks stride over rows); thread t owns
+// packs t, t + THREADS, ..., NP of them, in registers.
+// ---------------------------------------------------------------------------
+template <typename T, typename U, bool LOG, int PACK, int NP, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+softmax_block(const T* __restrict__ x, U* __restrict__ y, i64 rows, i64 L, i64 sx, i64 sy) {
+  typedef typename ComputeOf2<T, U>::type C;
+  __shared__ MD<C> red[THREADS / 32];
+  for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* row = x + r * sx;
+    const int mis = row_misalignment<T, PACK>(row);
+    C v[NP * PACK];
+#pragma unroll
+    for (int i = 0; i < NP; ++i)
+      load_row_pack<C, T, PACK>(row, (i64)i * THREADS + threadIdx.x, mis, L, Num<C>::neg_inf(), v + i * PACK);
+    MD<C> md = md_of_values<C, NP * PACK>(v);
+    md = block_allreduce_md<C, THREADS>(md, red);
+    const C s = row_scale<C, LOG>(md);
+    U* orow = y + r * sy;
+#pragma unroll
+    for (int i = 0; i < NP; ++i) {
+      C o[PACK];
+#pragma unroll
+      for (int e = 0; e < PACK; ++e) o[e] = finish_value<C, LOG>(v[i * PACK + e], md.m, s);
+      store_row_pack<U, C, PACK>(orow, (i64)i * THREADS + threadIdx.x, mis, L, o);
+    }
+  }
+}
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+// ---------------------------------------------------------------------------
+// softmax_cluster: a cluster of CLUSTER blocks per row (clusters stride over
+// rows). Block `rank` owns packs [rank * NP * THREADS, (rank + 1) * NP * THREADS)
+// of the row, in registers. Each block reduces its (max, sum), publishes it in
+// its shared memory, and after a cluster barrier every warp merges the CLUSTER
+// partials read through distributed shared memory.
+// ---------------------------------------------------------------------------
+template <typename T, typename U, bool LOG, int PACK, int NP, int THREADS, int CLUSTER>
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS)
+softmax_cluster(const T* __restrict__ x, U* __restrict__ y, i64 rows, i64 L, i64 sx, i64 sy) {
+  typedef typename ComputeOf2<T, U>::type C;
+  __shared__ MD<C> red[THREADS / 32];
+  __shared__ C part[2];
+  const unsigned rank = cluster_ctarank();
+  const i64 cid = blockIdx.x / CLUSTER, nclusters = gridDim.x / CLUSTER;
+  const i64 base = (i64)rank * NP * THREADS;
+  const int lane = threadIdx.x & 31;
+  for (i64 r = cid; r < rows; r += nclusters) {
+    const T* row = x + r * sx;
+    const int mis = row_misalignment<T, PACK>(row);
+    C v[NP * PACK];
+#pragma unroll
+    for (int i = 0; i < NP; ++i)
+      load_row_pack<C, T, PACK>(row, base + (i64)i * THREADS + threadIdx.x, mis, L, Num<C>::neg_inf(), v + i * PACK);
+    MD<C> md = md_of_values<C, NP * PACK>(v);
+    md = block_allreduce_md<C, THREADS>(md, red);
+    if (threadIdx.x == 0) {
+      part[0] = md.m;
+      part[1] = md.d;
+    }
+    cluster_sync();  // partials visible cluster-wide
+    MD<C> tot = md_identity<C>();
+    if (lane < CLUSTER) {
+      const unsigned a = cluster_map_shared(part, (unsigned)lane);
+      tot.m = ld_shared_cluster(a, C());
+      tot.d = ld_shared_cluster(a + sizeof(C), C());
+    }
+    tot = warp_allreduce_md<C, 32>(tot);
+    cluster_sync();  // every block has read the partials before they change or exit
+    const C s = row_scale<C, LOG>(tot);
+    U* orow = y + r * sy;
+#pragma unroll
+    for (int i = 0; i < NP; ++i) {
+      C o[PACK];
+#pragma unroll
+      for (int e = 0; e < PACK; ++e) o[e] = finish_value<C, LOG>(v[i * PACK + e], tot.m, s);
+      store_row_pack<U, C, PACK>(orow, base + (i64)i * THREADS + threadIdx.x, mis, L, o);
+    }
+  }
+}
+#endif
+
+// ---------------------------------------------------------------------------
+// Streaming passes over packs [p_begin, p_end) of one row, by THREADS threads,
+// UNROLL packs in flight per thread.
+// ---------------------------------------------------------------------------
+template <typename C, typename T, int PACK, int UNROLL, int THREADS>
+CSM_DEVICE MD<C> stream_md(const T* row, i64 p_begin, i64 p_end, int mis, i64 L) {
+  MD<C> acc = md_identity<C>();
+  for (i64 p0 = p_begin + threadIdx.x; p0 < p_end; p0 += (i64)THREADS * UNROLL) {
+    C v[UNROLL * PACK];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const i64 p = p0 + (i64)u * THREADS;
+      if (p < p_end) {
+        load_row_pack<C, T, PACK>(row, p, mis, L, Num<C>::neg_inf(), v + u * PACK);
+      } else {
+#pragma unroll
+        for (int e = 0; e < PACK; ++e) v[u * PACK + e] = Num<C>::neg_inf();
+      }
+    }
+    acc = md_update<C, UNROLL * PACK>(acc, v);
+  }
+  return acc;
+}
+
+// Pass that applies op(v[], n) to every loaded group (max or naive/safe sums).
+template <typename C, typename T, int PACK, int UNROLL, int THREADS, typename Op>
+CSM_DEVICE void stream_pass(const T* row, i64 p_begin, i64 p_end, int mis, i64 L, C fill, Op& op) {
+  for (i64 p0 = p_begin + threadIdx.x; p0 < p_end; p0 += (i64)THREADS * UNROLL) {
+    C v[UNROLL * PACK];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const i64 p = p0 + (i64)u * THREADS;
+      if (p < p_end) {
+        load_row_pack<C, T, PACK>(row, p, mis, L, fill, v + u * PACK);
+      } else {
+#pragma unroll
+        for (int e = 0; e < PACK; ++e) v[u * PACK + e] = fill;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < UNROLL * PACK; ++i) op(v[i]);
+  }
+}
+
+template <typename C> struct MaxOp {
+  C m;
+  CSM_DEVICE void operator()(C v) { m = Num<C>::max(m, v); }
+};
+template <typename C> struct SumExpOp {  // sum e^(v - m); m = 0 gives the naive sum
+  C m, s;
+  CSM_DEVICE void operator()(C v) { s += Num<C>::exp(v - m); }
+};
+
+// Write pass: y = finish(x) for packs [p_begin, p_end).
+template <typename C, typename T, typename U, bool LOG, int PACK, int UNROLL, int THREADS>
+CSM_DEVICE void stream_write(const T* row, U* orow, i64 p_begin, i64 p_end, int mis, i64 L, C m, C s) {
+  for (i64 p0 = p_begin + threadIdx.x; p0 < p_end; p0 += (i64)THREADS * UNROLL) {
+    C v[UNROLL * PACK];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const i64 p = p0 + (i64)u * THREADS;
+      if (p < p_end) load_row_pack<C, T, PACK>(row, p, mis, L, Num<C>::neg_inf(), v + u * PACK);
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const i64 p = p0 + (i64)u * THREADS;
+      if (p < p_end) {
+        C o[PACK];
+#pragma unroll
+        for (int e = 0; e < PACK; ++e) o[e] = finish_value<C, LOG>(v[u * PACK + e], m, s);
+        store_row_pack<U, C, PACK>(orow, p, mis, L, o);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// softmax_stream: one block per row (blocks stride over rows).
+//   NAIVE:  d = sum e^x; y = e^x / d                   (read, read, write)
+//   SAFE:   m = max x; d = sum e^(x-m); y = e^(x-m)/d  (read, read, read, write)
+//   ONLINE: (m, d) in one pass; y = e^(x-m)/d          (read, read, write)
+// ---------------------------------------------------------------------------
+template <typename T, typename U, bool LOG, int ALGO, int PACK, int UNROLL, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+softmax_stream(const T* __restrict__ x, U* __restrict__ y, i64 rows, i64 L, i64 sx, i64 sy) {
+  typedef typename ComputeOf2<T, U>::type C;
+  __shared__ MD<C> red[THREADS / 32];
+  __shared__ C redc[THREADS / 32];
+  for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* row = x + r * sx;
+    const int mis = row_misalignment<T, PACK>(row);
+    const i64 np = row_packs<PACK>(L, mis);
+    MD<C> md;
+    if (ALGO == ALGO_ONLINE) {
+      md = stream_md<C, T, PACK, UNROLL, THREADS>(row, 0, np, mis, L);
+      md = block_allreduce_md<C, THREADS>(md, red);
+    } else if (ALGO == ALGO_SAFE) {
+      MaxOp<C> mx{Num<C>::neg_inf()};
+      stream_pass<C, T, PACK, UNROLL, THREADS>(row, 0, np, mis, L, Num<C>::neg_inf(), mx);
+      md.m = block_allreduce_max<C, THREADS>(mx.m, redc);
+      SumExpOp<C> se{md.m, C(0)};
+      if (md.m != Num<C>::neg_inf())
+        stream_pass<C, T, PACK, UNROLL, THREADS>(row, 0, np, mis, L, Num<C>::neg_inf(), se);
+      md.d = block_allreduce_sum<C, THREADS>(se.s, redc);
+    } else {  // NAIVE: no max subtraction (overflows for large x: documented)
+      SumExpOp<C> se{C(0), C(0)};
+      stream_pass<C, T, PACK, UNROLL, THREADS>(row, 0, np, mis, L, Num<C>::neg_inf(), se);
+      md.m = C(0);
+      md.d = block_allreduce_sum<C, THREADS>(se.s, redc);
+    }
+    const C s = row_scale<C, LOG>(md);
+    stream_write<C, T, U, LOG, PACK, UNROLL, THREADS>(row, y + r * sy, 0, np, mis, L, md.m, s);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Few long rows: grid (splits, rows). Block (s, r) owns packs
+// [s * pps, (s + 1) * pps) of row r. ws holds 2 * rows * splits values of C.
+// ---------------------------------------------------------------------------
+template <typename T, typename C, int PACK, int UNROLL, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+softmax_split_partial(const T* __restrict__ x, C* __restrict__ ws, i64 rows, i64 L, i64 sx, i64 pps) {
+  __shared__ MD<C> red[THREADS / 32];
+  const i64 r = blockIdx.y, s = blockIdx.x, splits = gridDim.x;
+  const T* row = x + r * sx;
+  const int mis = row_misalignment<T, PACK>(row);
+  const i64 np = row_packs<PACK>(L, mis);
+  const i64 pb = s * pps, pe = min(np, pb + pps);
+  MD<C> md = stream_md<C, T, PACK, UNROLL, THREADS>(row, pb, pe, mis, L);
+  md = block_allreduce_md<C, THREADS>(md, red);
+  if (threadIdx.x == 0) {
+    ws[2 * (r * splits + s)] = md.m;
+    ws[2 * (r * splits + s) + 1] = md.d;
+  }
+}
+
+template <typename T, typename U, bool LOG, int PACK, int UNROLL, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+softmax_split_finish(const T* __restrict__ x, U* __restrict__ y,
+                     const typename ComputeOf2<T, U>::type* __restrict__ ws,
+                     i64 rows, i64 L, i64 sx, i64 sy, i64 pps) {
+  typedef typename ComputeOf2<T, U>::type C;
+  __shared__ MD<C> red[THREADS / 32];
+  const i64 r = blockIdx.y, s = blockIdx.x, splits = gridDim.x;
+  MD<C> md = md_identity<C>();
+  for (i64 k = threadIdx.x; k < splits; k += THREADS) {
+    MD<C> o;
+    o.m = ws[2 * (r * splits + k)];
+    o.d = ws[2 * (r * splits + k) + 1];
+    md = md_merge(md, o);
+  }
+  md = block_allreduce_md<C, THREADS>(md, red);
+  const T* row = x + r * sx;
+  const int mis = row_misalignment<T, PACK>(row);
+  const i64 np = row_packs<PACK>(L, mis);
+  const i64 pb = s * pps, pe = min(np, pb + pps);
+  const C sc = row_scale<C, LOG>(md);
+  stream_write<C, T, U, LOG, PACK, UNROLL, THREADS>(row, y + r * sy, pb, pe, mis, L, md.m, sc);
+}
+
+// ---------------------------------------------------------------------------
+// softmax_cols: x viewed as (O, L, I), element (o, l, i) at o*sxo + l*sxl + i
+// (unit inner stride; likewise y). A tile is one o and TX consecutive i
+// (TX a power of two <= 32, chosen at run time); the block's THREADS / TX
+// thread rows split the L axis. A thread holds up to CAP elements in registers
+// (one read); longer axes stream twice (online (max, sum), then write).
+// ---------------------------------------------------------------------------
+template <typename T, typename U, bool LOG, int CAP, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+softmax_cols(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
+             i64 sxo, i64 sxl, i64 syo, i64 syl, int TX) {
+  typedef typename ComputeOf2<T, U>::type C;
+  constexpr int WARPS = THREADS / 32;
+  __shared__ MD<C> red[WARPS * 32];
+  const int tx = threadIdx.x % TX, ly = threadIdx.x / TX, NY = THREADS / TX;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const i64 tiles_i = (I + TX - 1) / TX, tiles = O * tiles_i;
+  const bool in_regs = L <= (i64)NY * CAP;
+  for (i64 t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const i64 o = t / tiles_i, i = (t % tiles_i) * TX + tx;
+    const bool ok = i < I;
+    const T* xc = x + o * sxo + (ok ? i : 0);
+    U* yc = y + o * syo + (ok ? i : 0);
+    C v[CAP];
+    MD<C> md;
+    if (in_regs) {
+#pragma unroll
+      for (int k = 0; k < CAP; ++k) {
+        const i64 l = ly + (i64)k * NY;
+        v[k] = (ok && l < L) ? to_compute<C>(xc[l * sxl]) : Num<C>::neg_inf();
+      }
+      md = md_of_values<C, CAP>(v);
+    } else {
+      md = md_identity<C>();
+      for (i64 l0 = ly; l0 < L; l0 += (i64)NY * CAP) {
+#pragma unroll
+        for (int k = 0; k < CAP; ++k) {
+          const i64 l = l0 + (i64)k * NY;
+          v[k] = (ok && l < L) ? to_compute<C>(xc[l * sxl]) : Num<C>::neg_inf();
+        }
+        md = md_update<C, CAP>(md, v);
+      }
+    }
+    // lanes of a warp with equal tx: xor over the lane bits above TX
+    for (int off = TX; off < 32; off <<= 1) {
+      MD<C> other;
+      other.m = shfl_xor(md.m, off);
+      other.d = shfl_xor(md.d, off);
+      md = md_merge(md, other);
+    }
+    if (lane < TX) red[warp * 32 + lane] = md;
+    __syncthreads();
+    if (WARPS > 1) {
+      md = md_identity<C>();
+      for (int w = 0; w < WARPS; ++w) md = md_merge(md, red[w * 32 + tx]);
+    }
+    __syncthreads();
+    const C s = row_scale<C, LOG>(md);
+    if (ok) {
+      if (in_regs) {
+#pragma unroll
+        for (int k = 0; k < CAP; ++k) {
+          const i64 l = ly + (i64)k * NY;
+          if (l < L) yc[l * syl] = from_compute<U>(finish_value<C, LOG>(v[k], md.m, s));
+        }
+      } else {
+        for (i64 l = ly; l < L; l += NY)
+          yc[l * syl] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(xc[l * sxl]), md.m, s));
+      }
+    }
+  }
+}
