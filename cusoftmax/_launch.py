@@ -26,9 +26,10 @@ def device_info(device_id: int) -> DeviceInfo:
         import cupy
 
         with _dev_lock:
-            attrs = cupy.cuda.Device(device_id).attributes
-            info = DeviceInfo(sm_count=attrs["MultiProcessorCount"],
-                              cc=attrs["ComputeCapabilityMajor"] * 10 + attrs["ComputeCapabilityMinor"])
+            rt = cupy.cuda.runtime
+            info = DeviceInfo(
+                sm_count=rt.deviceGetAttribute(rt.cudaDevAttrMultiProcessorCount, device_id),
+                cc=int(cupy.cuda.Device(device_id).compute_capability))
             _devinfo[device_id] = info
     return info
 
