@@ -26,6 +26,9 @@ typedef unsigned long long u64;
 struct __align__(2) f16_t { unsigned short bits; };
 struct __align__(2) bf16_t { unsigned short bits; };
 
+template <typename A, typename B> struct IsSame { static constexpr bool value = false; };
+template <typename A> struct IsSame<A, A> { static constexpr bool value = true; };
+
 template <typename T> struct ComputeOf { typedef float type; };
 template <> struct ComputeOf<double> { typedef double type; };
 
@@ -111,7 +114,6 @@ template <> struct Num<double> {
 // Vector packs: N elements of T moved with one access of sizeof(T) * N bytes.
 // ----------------------------------------------------------------------------
 template <int BYTES> struct RawVec;
-template <> struct RawVec<32> { typedef ulonglong4 type; };  // never one access; split below
 template <> struct RawVec<16> { typedef uint4 type; };
 template <> struct RawVec<8> { typedef uint2 type; };
 template <> struct RawVec<4> { typedef unsigned type; };
@@ -168,6 +170,28 @@ CSM_DEVICE void load_row_pack(const T* row, i64 p, int mis, i64 L, C fill, C* ou
   }
 }
 
+// Convert N compute values into a storage pack; 16-bit outputs from float
+// go two at a time (cvt.rn.{bf16x2,f16x2}.f32, round to nearest even).
+template <typename U, typename C, int N>
+CSM_DEVICE void convert_pack(const C* vals, Pack<U, N>& pk) {
+  if constexpr ((sizeof(U) == 2) && (sizeof(C) == 4) && (N % 2 == 0)) {
+#pragma unroll
+    for (int e = 0; e < N; e += 2) {
+      unsigned r;
+      if constexpr (IsSame<U, bf16_t>::value) {
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(vals[e + 1]), "f"(vals[e]));
+      } else {
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(vals[e + 1]), "f"(vals[e]));
+      }
+      pk.v[e].bits = (unsigned short)(r & 0xffffu);
+      pk.v[e + 1].bits = (unsigned short)(r >> 16);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < N; ++e) pk.v[e] = from_compute<U>(vals[e]);
+  }
+}
+
 // Store pack `p` of a row; the output row has the same misalignment as the
 // input row (the dispatcher guarantees it, or picks N == 1).
 template <typename U, typename C, int N>
@@ -180,8 +204,7 @@ CSM_DEVICE void store_row_pack(U* row, i64 p, int mis, i64 L, const C* vals) {
   if (c0 >= L) return;
   if (c0 >= 0 && c0 + N <= L) {
     Pack<U, N> pk;
-#pragma unroll
-    for (int e = 0; e < N; ++e) pk.v[e] = from_compute<U>(vals[e]);
+    convert_pack<U, C, N>(vals, pk);
     store_pack<U, N>(row + c0, pk);
   } else {
 #pragma unroll
@@ -239,6 +262,39 @@ template <typename C, int NV> CSM_DEVICE MD<C> md_of_values(const C* v) {
   r.d = d;
   // a NaN value is dropped by fmax but reaches d through e^(NaN - m)
   return r;
+}
+
+// Softmax variant of md_of_values that keeps the exponentials: on return
+// v[i] = e^(v[i] - m_t) (the thread's own max m_t) and the partial is
+// (m_t, sum v[i]); the caller later multiplies by thread_scale(), so every
+// element costs one exp. A thread whose values are all -inf gets zeros.
+template <typename C, int NV> CSM_DEVICE MD<C> md_exp_inplace(C* v) {
+  C m = Num<C>::neg_inf();
+#pragma unroll
+  for (int i = 0; i < NV; ++i) m = Num<C>::max(m, v[i]);
+  C d = C(0);
+  if (m != Num<C>::neg_inf()) {
+#pragma unroll
+    for (int i = 0; i < NV; ++i) {
+      v[i] = Num<C>::exp(v[i] - m);
+      d += v[i];
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < NV; ++i) v[i] = C(0);
+  }
+  MD<C> r;
+  r.m = m;
+  r.d = d;
+  return r;
+}
+
+// Factor turning a thread's kept exponentials e^(x - m_t) into probabilities
+// e^(x - M) / D for the row's (M, D). NaN/+inf rows have D = NaN -> NaN; an
+// all -inf row has D = 0 -> 0 * inf = NaN, as the reference.
+template <typename C> CSM_DEVICE C thread_scale(C m_t, MD<C> row) {
+  const C f = (m_t == row.m) ? C(1) : Num<C>::exp(m_t - row.m);
+  return f / row.d;
 }
 
 // Fold NV more values into a running partial (one rescale per group).
