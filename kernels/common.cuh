@@ -378,6 +378,14 @@ template <typename C, int THREADS> CSM_DEVICE C block_allreduce_max(C v, C* smem
   return r;
 }
 
+// Compile-time cluster shape of a kernel (nothing before sm_90, where the
+// dispatcher never asks for clusters).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define CSM_CLUSTER_DIMS(n) __cluster_dims__(n, 1, 1)
+#else
+#define CSM_CLUSTER_DIMS(n)
+#endif
+
 // ----------------------------------------------------------------------------
 // Thread-block clusters (sm_90+): barrier and distributed shared memory, in
 // PTX so no cooperative_groups header is needed.

@@ -179,6 +179,115 @@ softmax_cluster(const T* __restrict__ x, U* __restrict__ y, i64 rows, i64 L, i64
 #endif
 
 // ---------------------------------------------------------------------------
+// softmax_smem: rows staged in shared memory, double-buffered with cp.async
+// (16-byte LDGSTS), so the next row streams in while the current one is
+// reduced and written: one read of x, one write of y, and the memory system
+// never idles behind a reduction. A cluster of CLUSTER blocks shares a row
+// (CLUSTER == 1: a block per row); block `rank` stages packs
+// [rank * cpk, (rank + 1) * cpk) of it, cpk = packs per block (run time).
+// Dynamic shared memory: 2 * cpk * 16 bytes. Clusters stride over rows.
+// ---------------------------------------------------------------------------
+CSM_DEVICE void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+CSM_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> CSM_DEVICE void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+template <typename T, int PACK, int THREADS>
+CSM_DEVICE void smem_prefetch(Pack<T, PACK>* buf, const T* row, i64 pbeg, i64 pend, int mis) {
+  for (i64 p = pbeg + threadIdx.x; p < pend; p += THREADS)
+    cp_async16(buf + (p - pbeg), row + (p * PACK - mis));
+}
+
+template <typename T, typename U, bool LOG, int PACK, int THREADS, int CLUSTER>
+__global__ void CSM_CLUSTER_DIMS(CLUSTER) __launch_bounds__(THREADS)
+softmax_smem(const T* __restrict__ x, U* __restrict__ y, i64 rows, i64 L, i64 sx, i64 sy, i64 cpk) {
+  typedef typename ComputeOf2<T, U>::type C;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Pack<T, PACK>* bufs = reinterpret_cast<Pack<T, PACK>*>(smem_raw);
+  __shared__ MD<C> red[THREADS / 32];
+  __shared__ C part[2][2];
+  unsigned rank = 0;
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+  if (CLUSTER > 1) rank = cluster_ctarank();
+#endif
+  const i64 cid = blockIdx.x / CLUSTER, ncl = gridDim.x / CLUSTER;
+  const i64 pbase = (i64)rank * cpk;
+  auto span = [&](i64 r, i64& pb, i64& pe, int& mis) {
+    const T* row = x + r * sx;
+    mis = row_misalignment<T, PACK>(row);
+    const i64 np = row_packs<PACK>(L, mis);
+    pb = min(pbase, np);
+    pe = min(pbase + cpk, np);
+  };
+  i64 r = cid;
+  if (r < rows) {
+    i64 pb, pe; int mis;
+    span(r, pb, pe, mis);
+    smem_prefetch<T, PACK, THREADS>(bufs, x + r * sx, pb, pe, mis);
+  }
+  cp_async_commit();
+  for (int it = 0; r < rows; ++it, r += ncl) {
+    Pack<T, PACK>* cur = bufs + (it & 1) * cpk;
+    const i64 rn = r + ncl;
+    if (rn < rows) {
+      i64 pb, pe; int mis;
+      span(rn, pb, pe, mis);
+      smem_prefetch<T, PACK, THREADS>(bufs + ((it + 1) & 1) * cpk, x + rn * sx, pb, pe, mis);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    i64 pb, pe; int mis;
+    span(r, pb, pe, mis);
+    MD<C> md = md_identity<C>();
+    for (i64 p = pb + threadIdx.x; p < pe; p += THREADS) {
+      const Pack<T, PACK> pk = cur[p - pb];
+      C v[PACK];
+#pragma unroll
+      for (int e = 0; e < PACK; ++e) {
+        const i64 c = p * PACK - mis + e;
+        v[e] = (c >= 0 && c < L) ? to_compute<C>(pk.v[e]) : Num<C>::neg_inf();
+      }
+      md = md_update<C, PACK>(md, v);
+    }
+    md = block_allreduce_md<C, THREADS>(md, red);
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+    if (CLUSTER > 1) {
+      if (threadIdx.x == 0) {
+        part[it & 1][0] = md.m;
+        part[it & 1][1] = md.d;
+      }
+      cluster_sync();  // partials of this row visible; slot it&1 is reused two rows later
+      MD<C> tot = md_identity<C>();
+      const int lane = threadIdx.x & 31;
+      if (lane < CLUSTER) {
+        const unsigned a = cluster_map_shared(&part[it & 1][0], (unsigned)lane);
+        tot.m = ld_shared_cluster(a, C());
+        tot.d = ld_shared_cluster(a + sizeof(C), C());
+      }
+      md = warp_allreduce_md<C, 32>(tot);
+    }
+#endif
+    const C s = row_scale<C, LOG>(md);
+    U* orow = y + r * sy;
+    for (i64 p = pb + threadIdx.x; p < pe; p += THREADS) {
+      const Pack<T, PACK> pk = cur[p - pb];
+      C o[PACK];
+#pragma unroll
+      for (int e = 0; e < PACK; ++e) o[e] = finish_value<C, LOG>(to_compute<C>(pk.v[e]), md.m, s);
+      store_row_pack<U, C, PACK>(orow, p, mis, L, o);
+    }
+    __syncthreads();  // everyone is done with `cur` before it is refilled
+  }
+  cp_async_wait<0>();
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+  if (CLUSTER > 1) cluster_sync();  // no block exits while others may read its partials
+#endif
+}
+
+// ---------------------------------------------------------------------------
 // Streaming passes over packs [p_begin, p_end) of one row, by THREADS threads,
 // UNROLL packs in flight per thread.
 // ---------------------------------------------------------------------------

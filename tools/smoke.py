@@ -34,6 +34,12 @@ for shape in [(7, 3), (1000, 17), (64, 128), (300, 1000), (33, 1025), (5, 4096),
     for dt in ["float32", "bfloat16", "float16", "float64"]:
         for log in (False, True):
             cases.append(dict(shape=shape, dtype=dt, log=log))
+for shape in [(200, 16384), (300, 50257), (140, 65536), (133, 9000)]:
+    for dt in ["float32", "bfloat16", "float16", "float64"]:
+        for log in (False, True):
+            cases.append(dict(shape=shape, dtype=dt, log=log))
+cases.append(dict(shape=(200, 20001), layout="slice"))
+cases.append(dict(shape=(200, 40001), layout="slice", dtype="bfloat16"))
 for algo in ["naive", "safe", "online"]:
     cases.append(dict(shape=(50, 5000), algorithm=algo))
     cases.append(dict(shape=(50, 5000), algorithm=algo, log=True))

@@ -1,0 +1,398 @@
+// cusoftmax/kernels/softmax_backward.cu -- softmax and log-softmax backward.
+//
+//   softmax:      dx = y * (dy - s),       s = sum_j y_j * dy_j
+//   log-softmax:  dx = dy - e^y * s,       s = sum_j dy_j
+//
+// The reduction is a plain sum (no max), so every regime reads y and dy once,
+// reduces one value per row and writes dx once; y * dy is never stored.
+//
+// Kernels (the dispatcher in cusoftmax/_dispatch.py, section "backward",
+// picks one per call), mirroring the forward's regimes:
+//   softmax_backward_warp     short rows: LANES lanes per row, row in registers.
+//   softmax_backward_block    medium rows: one block per row, row in registers.
+//   softmax_backward_cluster  long rows (sm_90+): CLUSTER blocks per row, row in
+//                             registers, block sums exchanged through DSMEM.
+//   softmax_backward_stream   rows too long to keep on chip: one block per row,
+//                             pass 1 sums, pass 2 re-reads and writes.
+//   softmax_backward_split_partial + softmax_backward_split_finish
+//                             few long rows: each row over SPLITS blocks; the
+//                             per-block sums go to a workspace (rows x splits),
+//                             the second kernel adds them and writes its slice.
+//   softmax_backward_cols     reduction along a strided axis with a
+//                             unit-stride inner axis (coalesced along it).
+// Template parameters: TY (y storage), TD (dy storage), U (dx storage), LOG;
+// arithmetic in C = double if any of them is double, else float.
+//
+// Registers hold y and dy converted to C (two values per element): the
+// dispatcher gives a thread half the forward's elements, so no kernel spills.
+#include "common.cuh"
+
+template <typename TY, typename TD, typename U> struct BwdCompute {
+  typedef typename ComputeOf<TY>::type CY;
+  typedef typename ComputeOf<TD>::type CD;
+  typedef typename ComputeOf<U>::type CU;
+  // double if any side is double, else float
+  typedef decltype(CY() + CD() + CU()) type;
+};
+
+// Zero of a storage type (all bits clear: +0 for every float format).
+template <typename T> CSM_DEVICE T storage_zero() { return T(0); }
+template <> CSM_DEVICE f16_t storage_zero<f16_t>() { f16_t r; r.bits = 0; return r; }
+template <> CSM_DEVICE bf16_t storage_zero<bf16_t>() { bf16_t r; r.bits = 0; return r; }
+
+// e^x in double without branches (libdevice's exp has a branch per call for
+// |x| > 708, which makes ptxas spill once a thread holds a few rows' worth):
+// x = k ln2 + r, |r| <= ln2 / 2, e^r by libdevice's polynomial, times 2^k in
+// two factors so overflow (inf) and underflow (subnormals, 0) come out right.
+// x is clamped to +-1080 (k within +-1559); NaN passes the comparisons.
+CSM_DEVICE double exp_f64(double x) {
+  x = x < -1080.0 ? -1080.0 : (x > 1080.0 ? 1080.0 : x);
+  const double shift = 6755399441055744.0;  // 1.5 * 2^52: adds round to integer
+  const double t = fma(x, 1.4426950408889634, shift);
+  const int k = (int)(unsigned)__double_as_longlong(t);
+  const double kd = t - shift;
+  double r = fma(kd, __longlong_as_double(0xBFE62E42FEFA39EFull), x);  // -ln2 hi
+  r = fma(kd, __longlong_as_double(0xBC7ABC9E3B39803Full), r);          // -ln2 lo
+  double p = __longlong_as_double(0x3E5ADE1569CE2BDFull);
+  p = fma(p, r, __longlong_as_double(0x3E928AF3FCA213EAull));
+  p = fma(p, r, __longlong_as_double(0x3EC71DEE62401315ull));
+  p = fma(p, r, __longlong_as_double(0x3EFA01997C89EB71ull));
+  p = fma(p, r, __longlong_as_double(0x3F2A01A014761F65ull));
+  p = fma(p, r, __longlong_as_double(0x3F56C16C1852B7AFull));
+  p = fma(p, r, __longlong_as_double(0x3F81111111122322ull));
+  p = fma(p, r, __longlong_as_double(0x3FA55555555502A1ull));
+  p = fma(p, r, __longlong_as_double(0x3FC5555555555511ull));
+  p = fma(p, r, __longlong_as_double(0x3FE000000000000Bull));
+  p = fma(p, r, 1.0);
+  p = fma(p, r, 1.0);
+  const int k1 = k >> 1, k2 = k - k1;
+  p *= __longlong_as_double((long long)(k1 + 1023) << 52);
+  return p * __longlong_as_double((long long)(k2 + 1023) << 52);
+}
+template <typename C> CSM_DEVICE C bwd_exp(C x);
+template <> CSM_DEVICE float bwd_exp<float>(float x) { return Num<float>::exp(x); }
+template <> CSM_DEVICE double bwd_exp<double>(double x) { return exp_f64(x); }
+
+// The summand and the gradient of one element.
+template <typename C, bool LOG> CSM_DEVICE C bwd_term(C y, C dy) { return LOG ? dy : y * dy; }
+template <typename C, bool LOG> CSM_DEVICE C bwd_grad(C y, C dy, C s) {
+  if (LOG) return dy - bwd_exp<C>(y) * s;  // e^y = p (y = log p)
+  return y * (dy - s);
+}
+
+// Load pack `p` of the y row and of the dy row as compute values; elements
+// outside [0, L) are 0, so they add nothing to either sum.
+template <typename C, typename TY, typename TD, int PACK>
+CSM_DEVICE void load_pair(const TY* yr, const TD* dr, i64 p, int mis, i64 L, C* yv, C* dv) {
+  load_row_pack<C, TY, PACK>(yr, p, mis, L, C(0), yv);
+  load_row_pack<C, TD, PACK>(dr, p, mis, L, C(0), dv);
+}
+
+// Sum of the summands of N values held by one thread.
+template <typename C, bool LOG, int N> CSM_DEVICE C values_sum(const C* yv, const C* dv) {
+  C s0 = C(0), s1 = C(0);  // two chains: half the dependent-add latency
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const C t = bwd_term<C, LOG>(yv[i], dv[i]);
+    if (i & 1) s1 += t; else s0 += t;
+  }
+  return s0 + s1;
+}
+
+// Write dx for pack `p` of a row (masked to [0, L)) from its y and dy values.
+template <typename C, bool LOG, typename U, int PACK>
+CSM_DEVICE void store_grad_pack(U* row, i64 p, int mis, i64 L, const C* yv, const C* dv, C s) {
+  C o[PACK];
+#pragma unroll
+  for (int e = 0; e < PACK; ++e) o[e] = bwd_grad<C, LOG>(yv[e], dv[e], s);
+  store_row_pack<U, C, PACK>(row, p, mis, L, o);
+}
+
+// ---------------------------------------------------------------------------
+// softmax_backward_warp: LANES consecutive lanes own one row; lane l of a
+// group holds packs l, l + LANES, ... (NP of them) of y and dy. A warp covers
+// 32 / LANES rows at a time; warps stride over the rows.
+// ---------------------------------------------------------------------------
+template <typename TY, typename TD, typename U, bool LOG, int PACK, int NP, int LANES>
+__global__ void __launch_bounds__(128)
+softmax_backward_warp(const TY* __restrict__ y, const TD* __restrict__ dy, U* __restrict__ dx,
+                      i64 rows, i64 L, i64 sy, i64 sd, i64 sx) {
+  typedef typename BwdCompute<TY, TD, U>::type C;
+  constexpr int RPW = 32 / LANES;  // rows per warp
+  const int lane = threadIdx.x & 31;
+  const int g = lane / LANES, lg = lane % LANES;
+  const i64 warp = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
+  for (i64 r0 = warp * RPW; r0 < rows; r0 += nwarps * RPW) {
+    const i64 r = r0 + g;
+    const bool active = r < rows;
+    C yv[NP * PACK], dv[NP * PACK];
+    int mis = 0;
+    if (active) {
+      const TY* yr = y + r * sy;
+      const TD* dr = dy + r * sd;
+      mis = row_misalignment<TY, PACK>(yr);
+#pragma unroll
+      for (int i = 0; i < NP; ++i)
+        load_pair<C, TY, TD, PACK>(yr, dr, (i64)i * LANES + lg, mis, L, yv + i * PACK, dv + i * PACK);
+    } else {
+#pragma unroll
+      for (int i = 0; i < NP * PACK; ++i) yv[i] = dv[i] = C(0);
+    }
+    C s = values_sum<C, LOG, NP * PACK>(yv, dv);
+    s = warp_allreduce_sum<C, LANES>(s);
+    if (active) {
+      U* xr = dx + r * sx;
+#pragma unroll
+      for (int i = 0; i < NP; ++i)
+        store_grad_pack<C, LOG, U, PACK>(xr, (i64)i * LANES + lg, mis, L, yv + i * PACK, dv + i * PACK, s);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// softmax_backward_block: one block per row (blocks stride over rows); thread
+// t holds packs t, t + THREADS, ... (NP of them) of y and dy.
+// ---------------------------------------------------------------------------
+template <typename TY, typename TD, typename U, bool LOG, int PACK, int NP, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+softmax_backward_block(const TY* __restrict__ y, const TD* __restrict__ dy, U* __restrict__ dx,
+                       i64 rows, i64 L, i64 sy, i64 sd, i64 sx) {
+  typedef typename BwdCompute<TY, TD, U>::type C;
+  __shared__ C red[THREADS / 32];
+  for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+    const TY* yr = y + r * sy;
+    const TD* dr = dy + r * sd;
+    const int mis = row_misalignment<TY, PACK>(yr);
+    C yv[NP * PACK], dv[NP * PACK];
+#pragma unroll
+    for (int i = 0; i < NP; ++i) {
+      load_pair<C, TY, TD, PACK>(yr, dr, (i64)i * THREADS + threadIdx.x, mis, L, yv + i * PACK, dv + i * PACK);
+    }
+    C s = values_sum<C, LOG, NP * PACK>(yv, dv);
+    s = block_allreduce_sum<C, THREADS>(s, red);  // ends with a barrier
+    U* xr = dx + r * sx;
+#pragma unroll
+    for (int i = 0; i < NP; ++i)
+      store_grad_pack<C, LOG, U, PACK>(xr, (i64)i * THREADS + threadIdx.x, mis, L, yv + i * PACK, dv + i * PACK, s);
+  }
+}
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+// ---------------------------------------------------------------------------
+// softmax_backward_cluster: CLUSTER blocks per row (clusters stride over rows).
+// Block `rank` holds packs [rank * NP * THREADS, (rank + 1) * NP * THREADS) of
+// the row. Each block reduces its sum, publishes it in shared memory, and
+// after a cluster barrier every warp adds the CLUSTER sums read through
+// distributed shared memory (same order everywhere: identical totals).
+// ---------------------------------------------------------------------------
+template <typename TY, typename TD, typename U, bool LOG, int PACK, int NP, int THREADS, int CLUSTER>
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS)
+softmax_backward_cluster(const TY* __restrict__ y, const TD* __restrict__ dy, U* __restrict__ dx,
+                         i64 rows, i64 L, i64 sy, i64 sd, i64 sx) {
+  typedef typename BwdCompute<TY, TD, U>::type C;
+  __shared__ C red[THREADS / 32];
+  __shared__ C part[1];
+  const unsigned rank = cluster_ctarank();
+  const i64 cid = blockIdx.x / CLUSTER, nclusters = gridDim.x / CLUSTER;
+  const i64 base = (i64)rank * NP * THREADS;
+  const int lane = threadIdx.x & 31;
+  for (i64 r = cid; r < rows; r += nclusters) {
+    const TY* yr = y + r * sy;
+    const TD* dr = dy + r * sd;
+    const int mis = row_misalignment<TY, PACK>(yr);
+    C yv[NP * PACK], dv[NP * PACK];
+#pragma unroll
+    for (int i = 0; i < NP; ++i) {
+      load_pair<C, TY, TD, PACK>(yr, dr, base + (i64)i * THREADS + threadIdx.x, mis, L, yv + i * PACK, dv + i * PACK);
+    }
+    C s = values_sum<C, LOG, NP * PACK>(yv, dv);
+    s = block_allreduce_sum<C, THREADS>(s, red);
+    if (threadIdx.x == 0) part[0] = s;
+    cluster_sync();  // block sums visible cluster-wide
+    C tot = C(0);
+    if (lane < CLUSTER) tot = ld_shared_cluster(cluster_map_shared(part, (unsigned)lane), C());
+    tot = warp_allreduce_sum<C, 32>(tot);
+    cluster_sync();  // every block has read the sums before they change or exit
+    U* xr = dx + r * sx;
+#pragma unroll
+    for (int i = 0; i < NP; ++i)
+      store_grad_pack<C, LOG, U, PACK>(xr, base + (i64)i * THREADS + threadIdx.x, mis, L, yv + i * PACK, dv + i * PACK, tot);
+  }
+}
+#endif
+
+// ---------------------------------------------------------------------------
+// Streaming passes over packs [p_begin, p_end) of one row by THREADS threads,
+// UNROLL packs of each array in flight per thread.
+// ---------------------------------------------------------------------------
+template <typename C, bool LOG, typename TY, typename TD, int PACK, int UNROLL, int THREADS>
+CSM_DEVICE C stream_bwd_sum(const TY* yr, const TD* dr, i64 p_begin, i64 p_end, int mis, i64 L) {
+  C acc = C(0);
+  for (i64 p0 = p_begin + threadIdx.x; p0 < p_end; p0 += (i64)THREADS * UNROLL) {
+    C yv[UNROLL * PACK], dv[UNROLL * PACK];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const i64 p = p0 + (i64)u * THREADS;
+      if (p < p_end) {
+        load_pair<C, TY, TD, PACK>(yr, dr, p, mis, L, yv + u * PACK, dv + u * PACK);
+      } else {
+#pragma unroll
+        for (int e = 0; e < PACK; ++e) yv[u * PACK + e] = dv[u * PACK + e] = C(0);
+      }
+    }
+    acc += values_sum<C, LOG, UNROLL * PACK>(yv, dv);
+  }
+  return acc;
+}
+
+template <typename C, bool LOG, typename TY, typename TD, typename U, int PACK, int UNROLL, int THREADS>
+CSM_DEVICE void stream_bwd_write(const TY* yr, const TD* dr, U* xr, i64 p_begin, i64 p_end, int mis,
+                                 i64 L, C s) {
+  for (i64 p0 = p_begin + threadIdx.x; p0 < p_end; p0 += (i64)THREADS * UNROLL) {
+    C yv[UNROLL * PACK], dv[UNROLL * PACK];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const i64 p = p0 + (i64)u * THREADS;
+      if (p < p_end) {
+        load_pair<C, TY, TD, PACK>(yr, dr, p, mis, L, yv + u * PACK, dv + u * PACK);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const i64 p = p0 + (i64)u * THREADS;
+      if (p < p_end) store_grad_pack<C, LOG, U, PACK>(xr, p, mis, L, yv + u * PACK, dv + u * PACK, s);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// softmax_backward_stream: one block per row (blocks stride over rows):
+// s = sum over the row (read y, dy), then dx (read y, dy, write dx).
+// ---------------------------------------------------------------------------
+template <typename TY, typename TD, typename U, bool LOG, int PACK, int UNROLL, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+softmax_backward_stream(const TY* __restrict__ y, const TD* __restrict__ dy, U* __restrict__ dx,
+                        i64 rows, i64 L, i64 sy, i64 sd, i64 sx) {
+  typedef typename BwdCompute<TY, TD, U>::type C;
+  __shared__ C red[THREADS / 32];
+  for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+    const TY* yr = y + r * sy;
+    const TD* dr = dy + r * sd;
+    const int mis = row_misalignment<TY, PACK>(yr);
+    const i64 np = row_packs<PACK>(L, mis);
+    C s = stream_bwd_sum<C, LOG, TY, TD, PACK, UNROLL, THREADS>(yr, dr, 0, np, mis, L);
+    s = block_allreduce_sum<C, THREADS>(s, red);
+    stream_bwd_write<C, LOG, TY, TD, U, PACK, UNROLL, THREADS>(yr, dr, dx + r * sx, 0, np, mis, L, s);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Few long rows: grid (splits, rows); block (s, r) owns packs
+// [s * pps, (s + 1) * pps) of row r. ws holds rows * splits sums of C.
+// ---------------------------------------------------------------------------
+template <typename TY, typename TD, typename C, bool LOG, int PACK, int UNROLL, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+softmax_backward_split_partial(const TY* __restrict__ y, const TD* __restrict__ dy, C* __restrict__ ws,
+                               i64 rows, i64 L, i64 sy, i64 sd, i64 pps) {
+  __shared__ C red[THREADS / 32];
+  const i64 r = blockIdx.y, s = blockIdx.x, splits = gridDim.x;
+  const TY* yr = y + r * sy;
+  const TD* dr = dy + r * sd;
+  const int mis = row_misalignment<TY, PACK>(yr);
+  const i64 np = row_packs<PACK>(L, mis);
+  const i64 pb = s * pps, pe = min(np, pb + pps);
+  C acc = stream_bwd_sum<C, LOG, TY, TD, PACK, UNROLL, THREADS>(yr, dr, pb, pe, mis, L);
+  acc = block_allreduce_sum<C, THREADS>(acc, red);
+  if (threadIdx.x == 0) ws[r * splits + s] = acc;
+}
+
+template <typename TY, typename TD, typename U, bool LOG, int PACK, int UNROLL, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+softmax_backward_split_finish(const TY* __restrict__ y, const TD* __restrict__ dy, U* __restrict__ dx,
+                              const typename BwdCompute<TY, TD, U>::type* __restrict__ ws,
+                              i64 rows, i64 L, i64 sy, i64 sd, i64 sx, i64 pps) {
+  typedef typename BwdCompute<TY, TD, U>::type C;
+  __shared__ C red[THREADS / 32];
+  const i64 r = blockIdx.y, s = blockIdx.x, splits = gridDim.x;
+  C tot = C(0);
+  for (i64 k = threadIdx.x; k < splits; k += THREADS) tot += ws[r * splits + k];
+  tot = block_allreduce_sum<C, THREADS>(tot, red);  // same order in every block
+  const TY* yr = y + r * sy;
+  const TD* dr = dy + r * sd;
+  const int mis = row_misalignment<TY, PACK>(yr);
+  const i64 np = row_packs<PACK>(L, mis);
+  const i64 pb = s * pps, pe = min(np, pb + pps);
+  stream_bwd_write<C, LOG, TY, TD, U, PACK, UNROLL, THREADS>(yr, dr, dx + r * sx, pb, pe, mis, L, tot);
+}
+
+// ---------------------------------------------------------------------------
+// softmax_backward_cols: arrays viewed as (O, L, I), element (o, l, i) of y at
+// o*syo + l*syl + i (unit inner stride; likewise dy, dx). A tile is one o and
+// TX consecutive i (TX a power of two <= 32, chosen at run time); the block's
+// THREADS / TX thread rows split the L axis (thread row ly owns l = ly,
+// ly + NY, ...). A thread holds up to CAP elements of y and dy in registers
+// (one read); longer axes stream twice (sum, then write). Pointers advance by
+// NY * stride so only one address per array is live.
+// ---------------------------------------------------------------------------
+template <typename TY, typename TD, typename U, bool LOG, int CAP, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+softmax_backward_cols(const TY* __restrict__ y, const TD* __restrict__ dy, U* __restrict__ dx,
+                      i64 O, i64 L, i64 I, i64 syo, i64 syl, i64 sdo, i64 sdl, i64 sxo, i64 sxl,
+                      int TX) {
+  typedef typename BwdCompute<TY, TD, U>::type C;
+  constexpr int WARPS = THREADS / 32;
+  __shared__ C red[WARPS * 32];
+  const int tx = threadIdx.x % TX, ly = threadIdx.x / TX, NY = THREADS / TX;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const i64 tiles_i = (I + TX - 1) / TX, tiles = O * tiles_i;
+  const bool in_regs = L <= (i64)NY * CAP;
+  // elements of the axis this thread row owns (in_regs: at most CAP)
+  const i64 mine = (L > ly) ? (L - ly + NY - 1) / NY : 0;
+  const i64 ystep = NY * syl, dstep = NY * sdl, xstep = NY * sxl;
+  for (i64 t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const i64 o = t / tiles_i, i = (t % tiles_i) * TX + tx;
+    const bool ok = i < I;
+    const i64 n = ok ? mine : 0;
+    const i64 ys = ystep, ds = dstep, xs = xstep;
+    const TY* yp = y + o * syo + (ok ? i : 0) + ly * syl;
+    const TD* dp = dy + o * sdo + (ok ? i : 0) + ly * sdl;
+    U* xp = dx + o * sxo + (ok ? i : 0) + ly * sxl;
+    C yv[CAP], dv[CAP];
+    C s = C(0);
+    if (in_regs) {
+#pragma unroll
+      for (int k = 0; k < CAP; ++k) {
+        yv[k] = dv[k] = C(0);
+        if (k < n) {
+          yv[k] = to_compute<C>(yp[k * ys]);
+          dv[k] = to_compute<C>(dp[k * ds]);
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < CAP; ++k) s += bwd_term<C, LOG>(yv[k], dv[k]);
+    } else {
+      const TY* yq = yp;
+      const TD* dq = dp;
+      for (i64 k = 0; k < n; ++k, yq += ys, dq += ds)
+        s += bwd_term<C, LOG>(to_compute<C>(*yq), to_compute<C>(*dq));
+    }
+    // lanes of a warp with equal tx: xor over the lane bits above TX
+    for (int off = TX; off < 32; off <<= 1) s += shfl_xor(s, off);
+    if (lane < TX) red[warp * 32 + lane] = s;
+    __syncthreads();
+    if (WARPS > 1) {
+      s = C(0);
+      for (int w = 0; w < WARPS; ++w) s += red[w * 32 + tx];
+    }
+    __syncthreads();
+    if (in_regs) {
+#pragma unroll
+      for (int k = 0; k < CAP; ++k)
+        if (k < n) xp[k * xs] = from_compute<U>(bwd_grad<C, LOG>(yv[k], dv[k], s));
+    } else {
+      for (i64 k = 0; k < n; ++k, yp += ys, dp += ds, xp += xs)
+        *xp = from_compute<U>(bwd_grad<C, LOG>(to_compute<C>(*yp), to_compute<C>(*dp), s));
+    }
+  }
+}

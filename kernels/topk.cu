@@ -1,0 +1,499 @@
+// cusoftmax/kernels/topk.cu -- fused softmax + top-k (cusoftmax.softmax_topk).
+//
+// The k most probable entries of softmax(x) are the k largest logits, so the
+// kernels rank the logits and compute the row's online normaliser (m, d) in
+// the same single read (Milakov & Gimelshein 2018, Algorithm 4); only the k
+// selected values are finished as e^(x - m) / d (or x - m - log d).
+//
+// Kernels (the dispatcher in cusoftmax/_dispatch.py, section "top-k", picks):
+//   topk_stream     one row per block (grid.x == 1), or a slice of a row per
+//                   block (grid.x == splits > 1) writing partials. Streams the
+//                   row once with UNROLL 16-byte packs in flight per thread.
+//                   MODE = TOPK_ONLINE (Algorithm 4: (m, d) and top-k in one
+//                   read), TOPK_SAFE (the paper's "safe fused": max first, then
+//                   d and top-k in a second read), TOPK_SELECT (top-k only, no
+//                   values: the selection half of the unfused path).
+//   topk_merge      merges the splits' partials of a row: (m, d) pairs with the
+//                   associative operator, top-k lists by bitonic merging.
+//   topk_gather     values[r, t] = y[r, idx[r, t]] (unfused / sort paths).
+//   topk_sort_keys  the ranking key of every element, for the sort path (k
+//                   above the on-chip limit): argsort of it is the answer.
+//
+// Ranking: a candidate packs (order key of the value, complement of the index)
+// into one integer, so "better" is a single unsigned comparison and every key
+// is distinct: larger value first, lower index first among equal values, NaN
+// below everything (its value key is 0), -0 == +0. The empty slot is key 0,
+// below every real candidate. float compute: 32-bit value key + 32-bit index
+// in a u64 (rows shorter than 2^32 - 1); double compute: two u64.
+//
+// Selection (per warp, no block barriers while streaming): each warp owns a
+// sorted "top" list of KP = next_pow2(k) candidates and INC "incoming" slots
+// in shared memory. An element is a candidate only if it beats tau, the
+// warp's current k-th best (a lower bound of the row's k-th best); in the
+// steady state this is one integer compare per element and one vote per
+// batch. Candidates are appended (ballot + popc); when the incoming slots are
+// full the warp sorts them (bitonic) and merges them into the top list
+// (top[i] = max(top[i], inc[KP-1-i]) is bitonic and holds the top KP of both;
+// one bitonic merge sorts it), then raises tau. At the end of the row the
+// warps' lists are merged pairwise the same way by the whole block.
+#include "common.cuh"
+
+enum { TOPK_ONLINE = 0, TOPK_SAFE = 1, TOPK_SELECT = 2 };
+// Output storage codes (values dtype), a run-time argument.
+enum { TOPK_OUT_F16 = 0, TOPK_OUT_BF16 = 1, TOPK_OUT_F32 = 2, TOPK_OUT_F64 = 3 };
+
+#define TOPK_MAX_THREADS 256
+#define TOPK_FULL 0xffffffffu
+
+// Blocks of TOPK_MAX_THREADS per SM the stream kernel is built for: caps its
+// registers at 64 (float compute) / 128 (double) per thread.
+template <typename C> struct TopkMinBlocks { enum { value = 4 }; };
+template <> struct TopkMinBlocks<double> { enum { value = 2 }; };
+
+// ----------------------------------------------------------------------------
+// Candidates.
+// ----------------------------------------------------------------------------
+struct __align__(16) topk_wide_t {
+  u64 hi, lo;  // value key, ~index
+};
+
+template <typename C> struct Cand;
+
+template <> struct Cand<float> {
+  typedef u64 type;
+  typedef unsigned key_t;
+  // Order-preserving key of the raw bits (no -0 / NaN fix): enough for the
+  // prefilter, where it only has to keep every candidate that can win.
+  static CSM_DEVICE unsigned raw_key(float x) {
+    const unsigned b = __float_as_uint(x);
+    return b ^ ((unsigned)((int)b >> 31) | 0x80000000u);
+  }
+  // Exact ranking key: -0 -> +0, every NaN -> 0 (lowest).
+  static CSM_DEVICE unsigned key(float x) {
+    unsigned b = __float_as_uint(x);
+    if (b == 0x80000000u) b = 0u;
+    if ((b & 0x7fffffffu) > 0x7f800000u) return 0u;
+    return b ^ ((unsigned)((int)b >> 31) | 0x80000000u);
+  }
+  static CSM_DEVICE u64 make(float x, i64 col) {
+    return ((u64)key(x) << 32) | (u64)(0xffffffffu - (unsigned)col);
+  }
+  static CSM_DEVICE u64 empty() { return 0ull; }
+  static CSM_DEVICE bool better(u64 a, u64 b) { return a > b; }
+  static CSM_DEVICE unsigned hi(u64 c) { return (unsigned)(c >> 32); }
+  static CSM_DEVICE i64 index(u64 c) { return (i64)(0xffffffffu - (unsigned)c); }
+  static CSM_DEVICE float value(u64 c) {  // inverse of key(); key 0 gives a NaN
+    const unsigned k = hi(c);
+    return __uint_as_float((k & 0x80000000u) ? (k ^ 0x80000000u) : ~k);
+  }
+};
+
+template <> struct Cand<double> {
+  typedef topk_wide_t type;
+  typedef u64 key_t;
+  static CSM_DEVICE u64 raw_key(double x) {
+    const u64 b = (u64)__double_as_longlong(x);
+    return b ^ ((u64)((i64)b >> 63) | 0x8000000000000000ull);
+  }
+  static CSM_DEVICE u64 key(double x) {
+    u64 b = (u64)__double_as_longlong(x);
+    if (b == 0x8000000000000000ull) b = 0ull;
+    if ((b & 0x7fffffffffffffffull) > 0x7ff0000000000000ull) return 0ull;
+    return b ^ ((u64)((i64)b >> 63) | 0x8000000000000000ull);
+  }
+  static CSM_DEVICE topk_wide_t make(double x, i64 col) {
+    topk_wide_t c;
+    c.hi = key(x);
+    c.lo = ~(u64)col;
+    return c;
+  }
+  static CSM_DEVICE topk_wide_t empty() {
+    topk_wide_t c;
+    c.hi = 0ull;
+    c.lo = 0ull;
+    return c;
+  }
+  static CSM_DEVICE bool better(const topk_wide_t& a, const topk_wide_t& b) {
+    return a.hi > b.hi || (a.hi == b.hi && a.lo > b.lo);
+  }
+  static CSM_DEVICE u64 hi(const topk_wide_t& c) { return c.hi; }
+  static CSM_DEVICE i64 index(const topk_wide_t& c) { return (i64)~c.lo; }
+  static CSM_DEVICE double value(const topk_wide_t& c) {
+    const u64 k = c.hi;
+    return __longlong_as_double((i64)((k & 0x8000000000000000ull) ? (k ^ 0x8000000000000000ull) : ~k));
+  }
+};
+
+// ----------------------------------------------------------------------------
+// (max, sum) of NV values that also carries a NaN whose group max is -inf
+// (md_of_values skips the exponentials then, which would drop it).
+// ----------------------------------------------------------------------------
+template <typename C, int NV> CSM_DEVICE MD<C> topk_md_of(const C* v) {
+  MD<C> r = md_of_values<C, NV>(v);
+  if (r.m == Num<C>::neg_inf()) {
+    bool nan = false;
+#pragma unroll
+    for (int i = 0; i < NV; ++i) nan |= (v[i] != v[i]);
+    if (nan) r.d = Num<C>::nan();
+  }
+  return r;
+}
+
+// Block reductions for a run-time block size (a multiple of 32, <= 1024);
+// `red` holds 32 entries. Both end with a barrier.
+template <typename C> CSM_DEVICE MD<C> topk_block_md(MD<C> v, MD<C>* red) {
+  v = warp_allreduce_md<C, 32>(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  MD<C> r = (lane < nw) ? red[lane] : md_identity<C>();
+  r = warp_allreduce_md<C, 32>(r);
+  __syncthreads();
+  return r;
+}
+
+template <typename C, bool MAX> CSM_DEVICE C topk_block_reduce(C v, C* red) {
+  v = MAX ? warp_allreduce_max<C, 32>(v) : warp_allreduce_sum<C, 32>(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  C r = (lane < nw) ? red[lane] : (MAX ? Num<C>::neg_inf() : C(0));
+  r = MAX ? warp_allreduce_max<C, 32>(r) : warp_allreduce_sum<C, 32>(r);
+  __syncthreads();
+  return r;
+}
+
+// ----------------------------------------------------------------------------
+// Bitonic sorting networks on shared memory, best first.
+// Pair t of a stage with distance `stride` is (i, i + stride), i = 2t - t % stride.
+// ----------------------------------------------------------------------------
+// Warp-cooperative sort of s[0, n), n a power of two.
+template <typename CT> CSM_DEVICE void warp_bitonic_sort(typename CT::type* s, int n, int lane) {
+  typedef typename CT::type K;
+  for (int size = 2; size <= n; size <<= 1) {
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int t = lane; t < (n >> 1); t += 32) {
+        const int i = 2 * t - (t & (stride - 1)), j = i + stride;
+        const K a = s[i], b = s[j];
+        // blocks of `size` alternate direction; the last one is best-first
+        const bool swap = ((i & size) == 0) ? CT::better(b, a) : CT::better(a, b);
+        if (swap) {
+          s[i] = b;
+          s[j] = a;
+        }
+      }
+      __syncwarp();
+    }
+  }
+}
+
+// Warp-cooperative merge of a bitonic sequence s[0, n) into best-first order.
+template <typename CT> CSM_DEVICE void warp_bitonic_merge(typename CT::type* s, int n, int lane) {
+  typedef typename CT::type K;
+  for (int stride = n >> 1; stride > 0; stride >>= 1) {
+    for (int t = lane; t < (n >> 1); t += 32) {
+      const int i = 2 * t - (t & (stride - 1)), j = i + stride;
+      const K a = s[i], b = s[j];
+      if (CT::better(b, a)) {
+        s[i] = b;
+        s[j] = a;
+      }
+    }
+    __syncwarp();
+  }
+}
+
+// Fold a warp's n_in incoming candidates (top + KP, unsorted) into its sorted
+// top list top[0, KP). Ends with __syncwarp.
+template <typename CT>
+CSM_DEVICE void warp_compact(typename CT::type* top, int n_in, int lane, int KP) {
+  typedef typename CT::type K;
+  K* inc = top + KP;
+  int n = 1;
+  while (n < n_in) n <<= 1;
+  __syncwarp();  // appends of every lane visible
+  for (int i = n_in + lane; i < n; i += 32) inc[i] = CT::empty();
+  __syncwarp();
+  warp_bitonic_sort<CT>(inc, n, lane);
+  // top KP of (top U inc): max(top[i], inc[KP-1-i]) is bitonic and holds them
+  for (int i = lane; i < KP; i += 32) {
+    const int j = KP - 1 - i;
+    if (j < n) {
+      const K b = inc[j];
+      if (CT::better(b, top[i])) top[i] = b;
+    }
+  }
+  __syncwarp();
+  warp_bitonic_merge<CT>(top, KP, lane);
+}
+
+// Block-cooperative merge of nlists sorted lists s + w * LS (w < nlists), each
+// of KP candidates, into list 0 (its first KP entries: the best KP overall).
+// Pairs (w, w + h) are merged for h = 1, 2, 4, ... Barriers between stages.
+template <typename CT>
+CSM_DEVICE void block_tree_merge(typename CT::type* s, int nlists, int LS, int KP) {
+  typedef typename CT::type K;
+  const int lkp = 31 - __clz(KP), half = KP >> 1;  // KP = 2^lkp
+  for (int h = 1; h < nlists; h <<= 1) {
+    const int npairs = (nlists - h + 2 * h - 1) / (2 * h);
+    for (int it = threadIdx.x; it < npairs * KP; it += blockDim.x) {
+      const int q = it >> lkp, i = it & (KP - 1);
+      K* A = s + (2 * h * q) * LS;
+      const K b = A[h * LS + KP - 1 - i];  // list w + h, reversed
+      if (CT::better(b, A[i])) A[i] = b;
+    }
+    __syncthreads();
+    for (int stride = KP >> 1; stride > 0; stride >>= 1) {
+      for (int it = threadIdx.x; it < npairs * half; it += blockDim.x) {
+        const int q = it >> (lkp - 1), t = it & (half - 1);
+        K* A = s + (2 * h * q) * LS;
+        const int i = 2 * t - (t & (stride - 1)), j = i + stride;
+        const K a = A[i], b = A[j];
+        if (CT::better(b, a)) {
+          A[i] = b;
+          A[j] = a;
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// ----------------------------------------------------------------------------
+// Output.
+// ----------------------------------------------------------------------------
+template <typename C> CSM_DEVICE void topk_store(void* vals, i64 pos, C v, i64 code) {
+  switch (code) {
+    case TOPK_OUT_F16: static_cast<f16_t*>(vals)[pos] = from_compute<f16_t>(v); break;
+    case TOPK_OUT_BF16: static_cast<bf16_t*>(vals)[pos] = from_compute<bf16_t>(v); break;
+    case TOPK_OUT_F32: static_cast<float*>(vals)[pos] = from_compute<float>(v); break;
+    default: static_cast<double*>(vals)[pos] = from_compute<double>(v); break;
+  }
+}
+
+// Row r's results from the best-first list: indices, and (unless SELECT) the
+// (log-)probabilities e^(x - m) / d or (x - m) - log d.
+template <typename C, int MODE>
+CSM_DEVICE void topk_write(const typename Cand<C>::type* list, MD<C> md, void* vals, i64* idx,
+                           i64 r, i64 k, i64 code, i64 log) {
+  typedef Cand<C> CT;
+  C sc = C(0);
+  if (MODE != TOPK_SELECT) sc = log ? Num<C>::log(md.d) : Num<C>::rcp(md.d);
+  for (i64 t = threadIdx.x; t < k; t += blockDim.x) {
+    const typename CT::type c = list[t];
+    idx[r * k + t] = CT::index(c);
+    if (MODE != TOPK_SELECT) {
+      const C xv = CT::value(c);
+      const C y = log ? (xv - md.m) - sc : Num<C>::exp(xv - md.m) * sc;
+      topk_store<C>(vals, r * k + t, y, code);
+    }
+  }
+}
+
+// ----------------------------------------------------------------------------
+// topk_stream: grid (splits, row blocks); block (s, b) streams packs
+// [s * pps, (s + 1) * pps) of rows b, b + gridDim.y, ... . Thread t owns packs
+// base + u * blockDim.x + t (u < UNROLL) of each batch, so a warp reads 32
+// consecutive packs per access and batches advance through the row in index
+// order (the prefilter relies on that: an element of the current batch that
+// ties with tau's value has a larger index than tau, so it cannot win).
+// Shared memory (dynamic): warps x (KP + INC) candidates.
+// splits == 1: results to vals/idx ((rows, k), row-major). splits > 1: each
+// block writes its KP best candidates to wsk[(r * splits + s) * KP + i] and
+// its (m, d) to wsm[2 * (r * splits + s)], for topk_merge.
+// ----------------------------------------------------------------------------
+template <typename T, typename C, int MODE, int UNROLL>
+__global__ void __launch_bounds__(TOPK_MAX_THREADS, TopkMinBlocks<C>::value)
+topk_stream(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx,
+            typename Cand<C>::type* __restrict__ wsk, C* __restrict__ wsm,
+            i64 rows, i64 L, i64 sx, i64 k, i64 kp, i64 inc_slots, i64 pps, i64 out_code, i64 log) {
+  typedef Cand<C> CT;
+  typedef typename CT::type K;
+  typedef typename CT::key_t KT;
+  constexpr int PACK = 16 / sizeof(T);
+  constexpr int E = UNROLL * PACK;  // elements per thread per batch (<= 32)
+  static_assert(E <= 32, "one mask bit per element of a batch");
+  const int KP = (int)kp, INC = (int)inc_slots, LS = KP + INC;  // powers of two, INC >= 32
+  extern __shared__ __align__(16) unsigned char topk_smem[];
+  __shared__ MD<C> red_md[32];
+  __shared__ C red_c[32];
+  K* lists = reinterpret_cast<K*>(topk_smem);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  const unsigned lanes_below = (1u << lane) - 1u;
+  K* top = lists + warp * LS;
+  K* inc = top + KP;
+  const i64 s = blockIdx.x, splits = gridDim.x;
+  const i64 step = (i64)blockDim.x * UNROLL;
+
+  for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
+    for (int i = lane; i < KP; i += 32) top[i] = CT::empty();
+    __syncwarp();
+    K tau = CT::empty();  // warp-uniform: the warp's k-th best so far
+    int n_in = 0;         // warp-uniform: candidates in inc[]
+    const T* row = x + r * sx;
+    const int mis = row_misalignment<T, PACK>(row);
+    const i64 np = row_packs<PACK>(L, mis);
+    const i64 pb = min(np, s * pps), pe = min(np, pb + pps);
+    // this block's columns: [pb * PACK - mis, cend) clipped to [0, L)
+    const i64 cend = min(L, pe * PACK - mis);
+    const i64 spk = (i64)blockDim.x * PACK;  // column distance of a thread's packs
+
+    MD<C> md = md_identity<C>();
+    C dsum = C(0);
+    if (MODE == TOPK_SAFE) {  // first read: the row max
+      C mx = Num<C>::neg_inf();
+      for (i64 base = pb; base < pe; base += step) {
+        C v[E];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+          const i64 p = base + (i64)u * blockDim.x + threadIdx.x;
+          if (p < pe) {
+            load_row_pack<C, T, PACK>(row, p, mis, L, Num<C>::neg_inf(), v + u * PACK);
+          } else {
+#pragma unroll
+            for (int e = 0; e < PACK; ++e) v[u * PACK + e] = Num<C>::neg_inf();
+          }
+        }
+#pragma unroll
+        for (int e = 0; e < E; ++e) mx = Num<C>::max(mx, v[e]);
+      }
+      md.m = topk_block_reduce<C, true>(mx, red_c);
+    }
+
+    for (i64 base = pb; base < pe; base += step) {
+      C v[E];
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+        const i64 p = base + (i64)u * blockDim.x + threadIdx.x;
+        if (p < pe) {
+          load_row_pack<C, T, PACK>(row, p, mis, L, Num<C>::neg_inf(), v + u * PACK);
+        } else {
+#pragma unroll
+          for (int e = 0; e < PACK; ++e) v[u * PACK + e] = Num<C>::neg_inf();
+        }
+      }
+      if (MODE == TOPK_ONLINE) {
+        md = md_merge(md, topk_md_of<C, E>(v));
+      } else if (MODE == TOPK_SAFE) {
+        if (md.m != Num<C>::neg_inf()) {
+#pragma unroll
+          for (int e = 0; e < E; ++e) dsum += Num<C>::exp(v[e] - md.m);
+        }
+      }
+      // prefilter: strictly above tau's value (or tau empty / NaN-valued)
+      const KT tv = CT::hi(tau);
+      bool any = (tv == KT(0));
+#pragma unroll
+      for (int e = 0; e < E; ++e) any |= CT::raw_key(v[e]) > tv;
+      if (!__any_sync(TOPK_FULL, any)) continue;
+
+      const i64 c0 = (base + threadIdx.x) * PACK - mis;  // column of v[0]
+      unsigned mask = 0u;  // elements of this thread that may enter
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const i64 col = c0 + (e / PACK) * spk + (e % PACK);
+        const bool ok = (u64)col < (u64)cend;  // 0 <= col < cend
+        if (ok && (tv == KT(0) || CT::raw_key(v[e]) > tv)) mask |= 1u << e;
+      }
+      // one candidate per lane per round, appended warp-wide
+      while (__any_sync(TOPK_FULL, mask != 0u)) {
+        const bool has = mask != 0u;
+        const int e = has ? __ffs(mask) - 1 : 0;
+        mask &= mask - 1u;
+        C xv = v[0];
+#pragma unroll
+        for (int q = 1; q < E; ++q)
+          if (q == e) xv = v[q];
+        const K c = CT::make(xv, c0 + (e / PACK) * spk + (e % PACK));
+        bool take = has && CT::better(c, tau);
+        unsigned bal = __ballot_sync(TOPK_FULL, take);
+        if (bal == 0u) continue;
+        if (n_in + __popc(bal) > INC) {
+          warp_compact<CT>(top, n_in, lane, KP);
+          n_in = 0;
+          tau = top[k - 1];
+          take = take && CT::better(c, tau);
+          bal = __ballot_sync(TOPK_FULL, take);
+        }
+        if (take) inc[n_in + __popc(bal & lanes_below)] = c;
+        n_in += __popc(bal);
+      }
+    }
+    if (n_in > 0) warp_compact<CT>(top, n_in, lane, KP);
+    __syncthreads();
+    block_tree_merge<CT>(lists, nwarps, LS, KP);
+
+    if (MODE == TOPK_ONLINE) md = topk_block_md<C>(md, red_md);
+    if (MODE == TOPK_SAFE) md.d = topk_block_reduce<C, false>(dsum, red_c);
+    if (splits == 1) {
+      topk_write<C, MODE>(lists, md, vals, idx, r, k, out_code, log);
+    } else {
+      K* dst = wsk + (r * splits + s) * KP;
+      for (int i = threadIdx.x; i < KP; i += blockDim.x) dst[i] = lists[i];
+      if (MODE != TOPK_SELECT && threadIdx.x == 0) {
+        wsm[2 * (r * splits + s)] = md.m;
+        wsm[2 * (r * splits + s) + 1] = md.d;
+      }
+    }
+    __syncthreads();  // list 0 read before the next row overwrites it
+  }
+}
+
+// ----------------------------------------------------------------------------
+// topk_merge: one block per row (blocks stride over rows). Dynamic shared
+// memory: splits x KP candidates.
+// ----------------------------------------------------------------------------
+template <typename C, int MODE>
+__global__ void __launch_bounds__(TOPK_MAX_THREADS)
+topk_merge(const typename Cand<C>::type* __restrict__ wsk, const C* __restrict__ wsm,
+           void* __restrict__ vals, i64* __restrict__ idx, i64 rows, i64 k, i64 kp, i64 splits,
+           i64 out_code, i64 log) {
+  typedef Cand<C> CT;
+  typedef typename CT::type K;
+  extern __shared__ __align__(16) unsigned char topk_smem[];
+  __shared__ MD<C> red_md[32];
+  K* lists = reinterpret_cast<K*>(topk_smem);
+  const int KP = (int)kp, n = (int)splits * KP;
+  for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+    const K* src = wsk + r * n;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) lists[i] = src[i];
+    MD<C> md = md_identity<C>();
+    if (MODE != TOPK_SELECT) {
+      for (i64 j = threadIdx.x; j < splits; j += blockDim.x) {
+        MD<C> o;
+        o.m = wsm[2 * (r * splits + j)];
+        o.d = wsm[2 * (r * splits + j) + 1];
+        md = md_merge(md, o);
+      }
+      md = topk_block_md<C>(md, red_md);  // its barriers also publish lists[]
+    } else {
+      __syncthreads();
+    }
+    block_tree_merge<CT>(lists, (int)splits, KP, KP);
+    topk_write<C, MODE>(lists, md, vals, idx, r, k, out_code, log);
+    __syncthreads();
+  }
+}
+
+// ----------------------------------------------------------------------------
+// Helpers of the unfused and sort paths (rows x k outputs, row-major).
+// ----------------------------------------------------------------------------
+template <typename U>
+__global__ void topk_gather(const U* __restrict__ y, const i64* __restrict__ idx, U* __restrict__ vals,
+                            i64 rows, i64 L, i64 k) {
+  const i64 n = rows * k;
+  for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (i64)gridDim.x * blockDim.x)
+    vals[t] = y[(t / k) * L + idx[t]];
+}
+
+// keys[r, c] = ~(ranking key of x[r, c]): ascending order of keys, ties by
+// index (a stable sort), is the top-k order (NaN last).
+template <typename T, typename C>
+__global__ void topk_sort_keys(const T* __restrict__ x, typename Cand<C>::key_t* __restrict__ keys,
+                               i64 rows, i64 L, i64 sx) {
+  const i64 n = rows * L;
+  for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (i64)gridDim.x * blockDim.x) {
+    const i64 r = t / L, c = t - r * L;
+    keys[t] = ~Cand<C>::key(to_compute<C>(x[r * sx + c]));
+  }
+}
