@@ -185,7 +185,9 @@ softmax_cluster(const T* __restrict__ x, U* __restrict__ y, i64 rows, i64 L, i64
 // never idles behind a reduction. A cluster of CLUSTER blocks shares a row
 // (CLUSTER == 1: a block per row); block `rank` stages packs
 // [rank * cpk, (rank + 1) * cpk) of it, cpk = packs per block (run time).
-// Dynamic shared memory: 2 * cpk * 16 bytes. Clusters stride over rows.
+// Dynamic shared memory: STAGES * cpk * 16 bytes (STAGES - 1 rows in flight).
+// Clusters stride over rows; the grid must not exceed the clusters that can
+// be co-resident (the launcher asks the occupancy API).
 // ---------------------------------------------------------------------------
 CSM_DEVICE void cp_async16(void* smem, const void* gmem) {
   const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
@@ -200,7 +202,7 @@ CSM_DEVICE void smem_prefetch(Pack<T, PACK>* buf, const T* row, i64 pbeg, i64 pe
     cp_async16(buf + (p - pbeg), row + (p * PACK - mis));
 }
 
-template <typename T, typename U, bool LOG, int PACK, int THREADS, int CLUSTER>
+template <typename T, typename U, bool LOG, int PACK, int THREADS, int CLUSTER, int STAGES>
 __global__ void CSM_CLUSTER_DIMS(CLUSTER) __launch_bounds__(THREADS)
 softmax_smem(const T* __restrict__ x, U* __restrict__ y, i64 rows, i64 L, i64 sx, i64 sy, i64 cpk) {
   typedef typename ComputeOf2<T, U>::type C;
@@ -222,22 +224,27 @@ softmax_smem(const T* __restrict__ x, U* __restrict__ y, i64 rows, i64 L, i64 sx
     pe = min(pbase + cpk, np);
   };
   i64 r = cid;
-  if (r < rows) {
-    i64 pb, pe; int mis;
-    span(r, pb, pe, mis);
-    smem_prefetch<T, PACK, THREADS>(bufs, x + r * sx, pb, pe, mis);
+  // prologue: rows r, r + ncl, ... into stages 0 .. STAGES-2
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) {
+    const i64 rp = r + st * ncl;
+    if (rp < rows) {
+      i64 pb, pe; int mis;
+      span(rp, pb, pe, mis);
+      smem_prefetch<T, PACK, THREADS>(bufs + st * cpk, x + rp * sx, pb, pe, mis);
+    }
+    cp_async_commit();
   }
-  cp_async_commit();
   for (int it = 0; r < rows; ++it, r += ncl) {
-    Pack<T, PACK>* cur = bufs + (it & 1) * cpk;
-    const i64 rn = r + ncl;
+    Pack<T, PACK>* cur = bufs + (it % STAGES) * cpk;
+    const i64 rn = r + (STAGES - 1) * ncl;  // refill the stage freed last iteration
     if (rn < rows) {
       i64 pb, pe; int mis;
       span(rn, pb, pe, mis);
-      smem_prefetch<T, PACK, THREADS>(bufs + ((it + 1) & 1) * cpk, x + rn * sx, pb, pe, mis);
+      smem_prefetch<T, PACK, THREADS>(bufs + ((it + STAGES - 1) % STAGES) * cpk, x + rn * sx, pb, pe, mis);
     }
     cp_async_commit();
-    cp_async_wait<1>();
+    cp_async_wait<STAGES - 1>();  // this row's group has landed
     __syncthreads();
     i64 pb, pe; int mis;
     span(r, pb, pe, mis);

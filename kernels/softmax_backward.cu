@@ -114,7 +114,7 @@ CSM_DEVICE void store_grad_pack(U* row, i64 p, int mis, i64 L, const C* yv, cons
 // 32 / LANES rows at a time; warps stride over the rows.
 // ---------------------------------------------------------------------------
 template <typename TY, typename TD, typename U, bool LOG, int PACK, int NP, int LANES>
-__global__ void __launch_bounds__(128)
+__global__ void __launch_bounds__(128, 1)
 softmax_backward_warp(const TY* __restrict__ y, const TD* __restrict__ dy, U* __restrict__ dx,
                       i64 rows, i64 L, i64 sy, i64 sd, i64 sx) {
   typedef typename BwdCompute<TY, TD, U>::type C;
@@ -155,7 +155,7 @@ softmax_backward_warp(const TY* __restrict__ y, const TD* __restrict__ dy, U* __
 // t holds packs t, t + THREADS, ... (NP of them) of y and dy.
 // ---------------------------------------------------------------------------
 template <typename TY, typename TD, typename U, bool LOG, int PACK, int NP, int THREADS>
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(THREADS, 1)
 softmax_backward_block(const TY* __restrict__ y, const TD* __restrict__ dy, U* __restrict__ dx,
                        i64 rows, i64 L, i64 sy, i64 sd, i64 sx) {
   typedef typename BwdCompute<TY, TD, U>::type C;
@@ -187,7 +187,7 @@ softmax_backward_block(const TY* __restrict__ y, const TD* __restrict__ dy, U* _
 // distributed shared memory (same order everywhere: identical totals).
 // ---------------------------------------------------------------------------
 template <typename TY, typename TD, typename U, bool LOG, int PACK, int NP, int THREADS, int CLUSTER>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS)
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS, 1)
 softmax_backward_cluster(const TY* __restrict__ y, const TD* __restrict__ dy, U* __restrict__ dx,
                          i64 rows, i64 L, i64 sy, i64 sd, i64 sx) {
   typedef typename BwdCompute<TY, TD, U>::type C;
@@ -271,7 +271,7 @@ CSM_DEVICE void stream_bwd_write(const TY* yr, const TD* dr, U* xr, i64 p_begin,
 // s = sum over the row (read y, dy), then dx (read y, dy, write dx).
 // ---------------------------------------------------------------------------
 template <typename TY, typename TD, typename U, bool LOG, int PACK, int UNROLL, int THREADS>
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(THREADS, 1)
 softmax_backward_stream(const TY* __restrict__ y, const TD* __restrict__ dy, U* __restrict__ dx,
                         i64 rows, i64 L, i64 sy, i64 sd, i64 sx) {
   typedef typename BwdCompute<TY, TD, U>::type C;
@@ -292,7 +292,7 @@ softmax_backward_stream(const TY* __restrict__ y, const TD* __restrict__ dy, U* 
 // [s * pps, (s + 1) * pps) of row r. ws holds rows * splits sums of C.
 // ---------------------------------------------------------------------------
 template <typename TY, typename TD, typename C, bool LOG, int PACK, int UNROLL, int THREADS>
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(THREADS, 1)
 softmax_backward_split_partial(const TY* __restrict__ y, const TD* __restrict__ dy, C* __restrict__ ws,
                                i64 rows, i64 L, i64 sy, i64 sd, i64 pps) {
   __shared__ C red[THREADS / 32];
@@ -308,7 +308,7 @@ softmax_backward_split_partial(const TY* __restrict__ y, const TD* __restrict__ 
 }
 
 template <typename TY, typename TD, typename U, bool LOG, int PACK, int UNROLL, int THREADS>
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(THREADS, 1)
 softmax_backward_split_finish(const TY* __restrict__ y, const TD* __restrict__ dy, U* __restrict__ dx,
                               const typename BwdCompute<TY, TD, U>::type* __restrict__ ws,
                               i64 rows, i64 L, i64 sy, i64 sd, i64 sx, i64 pps) {
@@ -336,7 +336,7 @@ softmax_backward_split_finish(const TY* __restrict__ y, const TD* __restrict__ d
 // NY * stride so only one address per array is live.
 // ---------------------------------------------------------------------------
 template <typename TY, typename TD, typename U, bool LOG, int CAP, int THREADS>
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(THREADS, 1)
 softmax_backward_cols(const TY* __restrict__ y, const TD* __restrict__ dy, U* __restrict__ dx,
                       i64 O, i64 L, i64 I, i64 syo, i64 syl, i64 sdo, i64 sdl, i64 sxo, i64 sxl,
                       int TX) {

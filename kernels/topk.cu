@@ -46,8 +46,8 @@ enum { TOPK_OUT_F16 = 0, TOPK_OUT_BF16 = 1, TOPK_OUT_F32 = 2, TOPK_OUT_F64 = 3 }
 #define TOPK_FULL 0xffffffffu
 
 // Blocks of TOPK_MAX_THREADS per SM the stream kernel is built for: caps its
-// registers at 64 (float compute) / 128 (double) per thread.
-template <typename C> struct TopkMinBlocks { enum { value = 4 }; };
+// registers at 80 (float compute) / 128 (double) per thread.
+template <typename C> struct TopkMinBlocks { enum { value = 3 }; };
 template <> struct TopkMinBlocks<double> { enum { value = 2 }; };
 
 // ----------------------------------------------------------------------------

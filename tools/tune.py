@@ -65,6 +65,16 @@ def candidates(R, L, dt, dev):
                     pre_kernel=f"softmax_split_partial<{T}, {C}, {pack}, 4, {th}>", pre_grid=(splits, R),
                     ws_elems=2 * R * splits, ws_dtype="float64" if C == "double" else "float32", extra=(pps,))))
     if packs > 1024:
+        for cl in (1, 2, 4, 8):
+            if cl > 1 and dev.cc < 90: continue
+            cpk = -(-packs // cl)
+            if cpk > 7168 or cpk < 512: continue
+            for th in (512, 1024):
+                for stg in (2, 3, 4):
+                    if stg * cpk * 16 > 224 * 1024: continue
+                    ncl = min(R, sms // cl)
+                    out.append((f"smem t{th} c{cl} s{stg}", D.LaunchPlan("smem", src, f"softmax_smem<{T}, {T}, false, {pack}, {th}, {cl}, {stg}>",
+                                (ncl * cl,), (th,), pack, extra=(cpk,), smem=stg * cpk * 16, cluster=cl)))
         for th, un in ((256, 4), (512, 4), (1024, 2), (512, 8)):
             out.append((f"stream t{th} u{un}", D.LaunchPlan("stream", src, f"softmax_stream<{T}, {T}, false, ALGO_ONLINE, {pack}, {un}, {th}>",
                         (min(R, sms * 32),), (th,), pack)))
@@ -75,12 +85,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", default=None)
     ap.add_argument("--dtypes", default="float32,bfloat16")
+    ap.add_argument("--large", action="store_true", help="only shapes with long rows")
     a = ap.parse_args()
     dev = device_info(0)
     shapes = [(262144, 128), (4096, 128), (4096, 512), (4096, 1024), (4096, 2048), (4096, 4096), (4096, 8192),
               (4096, 16384), (4096, 32768), (4096, 65536), (4096, 131072), (4096, 262144), (512, 8192),
               (64, 128256), (8, 128256), (1, 128256), (1, 32768), (8, 32768), (64, 32768), (1, 262144),
               (10, 1000000), (4096, 50257), (32, 151936), (64, 8192), (8, 4096)]
+    if a.large:
+        shapes = [(4096, 8192), (4096, 16384), (4096, 32768), (4096, 65536), (4096, 131072), (4096, 262144), (4096, 50257), (1024, 16384), (512, 65536)]
     res = []
     # copy ceiling
     big = cp.empty(1 << 30, cp.uint8); big2 = cp.empty_like(big)
@@ -106,6 +119,16 @@ def main():
                 except Exception as e:
                     print("compile fail", name, e); continue
                 f = lambda: ln.rows(x.data.ptr, y.data.ptr, R, L, L, L)
+                y.fill(0)
+                try:
+                    f(); cp.cuda.runtime.deviceSynchronize()
+                except RuntimeError as e:
+                    print("launch fail", name, str(e)[:200], flush=True); continue
+                from cusoftmax import reference as ref
+                idx = [0, R - 1]
+                errv = max(float(np.nanmax(np.abs(ref.to_float64(y[i]) - ref.softmax(x[i])))) for i in idx)
+                if not errv < (2e-2 if dt != "float32" else 1e-5):
+                    print(f"WRONG {name} err={errv}", flush=True)
                 us = timeit(f)
                 tbs = nbytes / us / 1e6
                 res.append(dict(shape=[R, L], dtype=dt, cand=name, kernel=plan.kernel, us=us, tbs=tbs))
