@@ -38,7 +38,7 @@ import numpy
 #: Bytes moved by one vector access.
 VECTOR_BYTES = 16
 #: Elements of a row one thread keeps in registers, float / double compute.
-REG_ELEMS = {4: 32, 8: 16}
+REG_ELEMS = {4: 32, 8: 12}
 #: Warp kernel block size (4 warps).
 WARP_KERNEL_THREADS = 128
 #: Largest block of the block / cluster kernels.
@@ -49,16 +49,47 @@ MIN_BLOCK_THREADS = 128
 MAX_CLUSTER = 8
 #: Threads per block of the cluster kernel (1024 when a row needs it).
 CLUSTER_THREADS = 512
-#: Rows below FEW_ROWS_PER_SM x SMs count as "few": long rows are then split
-#: across blocks so the whole GPU works on them.
+#: Rows below FEW_ROWS_PER_SM x SMs count as "few": the GPU is not filled by
+#: one block per row, so rows are spread over clusters or split across blocks.
 FEW_ROWS_PER_SM = 1
+#: Rows below SMs / SPLIT_ROWS_DIV that exceed one block are always split.
+SPLIT_ROWS_DIV = 16
+#: Warp regime: target packs per lane (two 16-byte loads in flight) for
+#: 32/64-bit storage; 16-bit rows take one pack a lane and leave the warp
+#: regime beyond WARP_NP_MAX_16 packs a lane.
+PACKS_PER_LANE = 2
+WARP_NP_MAX_16 = 2
+#: Block regime always up to this many packs (4096 fp32 / 16384 16-bit
+#: columns); longer rows, when there are many, prefer the smem kernel.
+BLOCK_FIRST_PACKS = 1024
+BLOCK_FIRST_PACKS_16 = 2048
+#: 16-bit rows above BLOCK_SMALL_PACKS_16 packs: PACKS_PER_THREAD_16 a thread.
+BLOCK_SMALL_PACKS_16 = 512
+PACKS_PER_THREAD_16 = 4
+#: smem kernel: packs a block stages per row (two buffers of this many 16-byte
+#: packs = 224 KiB of the 227 KiB a block may use), threads per block.
+SMEM_MAX_PACKS = 7168
+SMEM_THREADS = 512
+#: Shared memory the smem kernel may fill with row stages (of the 227 KiB a
+#: block can opt in to), and the deepest pipeline it uses.
+SMEM_BYTES = 224 * 1024
+SMEM_MAX_STAGES = 2  # measured: a third stage does not help
+#: Few rows take a cluster per row only if each row gets >= this many SMs.
+MIN_CLUSTER_FEW = 4
+#: Block regime: target packs per thread.
+PACKS_PER_THREAD = 2
+#: Few rows longer than this many packs go to a cluster even if a block fits,
+#: each thread holding about PACKS_PER_THREAD_FEW packs.
+CLUSTER_MIN_PACKS_FEW = 2048
+PACKS_PER_THREAD_FEW = 2
 #: Each split block streams at least this many packs (keeps partials few).
 SPLIT_MIN_PACKS = 256
 #: Target blocks per SM for the split regime.
-SPLIT_BLOCKS_PER_SM = 4
-#: Stream / split kernels: threads per block and packs in flight per thread.
-STREAM_THREADS = 512
-STREAM_UNROLL = 4
+SPLIT_BLOCKS_PER_SM = 8
+#: Stream / split kernels: threads per block and packs in flight per thread,
+#: for 32/64-bit and for 16-bit storage.
+STREAM_THREADS = 1024
+STREAM_UNROLL = 2
 SPLIT_THREADS = 256
 #: Column kernel: elements per thread in registers, default block.
 COLS_CAP = 16
@@ -106,6 +137,9 @@ class LaunchPlan:
     ws_elems: int = 0
     ws_dtype: str = "float32"
     extra: tuple = ()  # trailing scalar kernel arguments
+    smem: int = 0  # dynamic shared memory bytes of the main launch
+    cluster: int = 1  # blocks per cluster of a persistent clustered grid (the
+    # launcher caps the grid at the clusters the GPU can hold at once)
 
     def kernels(self):
         """Name expressions this plan launches (for compile checks)."""
@@ -179,58 +213,119 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
     packs = _cdiv(L + (pack - 1 if (mis_possible and pack > 1) else 0), pack)
     src = "softmax.cu"
     sms = dev.sm_count
+    narrow = pack >= 8  # 16-bit storage: twice the elements per byte moved
 
     if algorithm != "auto":
         # the paper's streaming forms, one block per row
         k = f"softmax_stream<{T}, {U}, {LG}, {_ALGO_ID[algorithm]}, {pack}, {STREAM_UNROLL}, {STREAM_THREADS}>"
         return LaunchPlan("stream", src, k, (min(rows, sms * MAX_BLOCKS_PER_SM),), (STREAM_THREADS,), pack)
 
-    # warp: LANES lanes per row, NP packs per lane
-    if packs <= 32 * np_max:
-        lanes = min(32, _next_pow2(packs))
+    # warp: LANES lanes per row, about PACKS_PER_LANE packs each
+    warp_max = 32 * (WARP_NP_MAX_16 if narrow else np_max)
+    if packs <= warp_max:
+        lanes = min(32, _next_pow2(_cdiv(packs, 1 if narrow else PACKS_PER_LANE)))
         np_ = _ladder(_cdiv(packs, lanes))
         rows_per_block = WARP_KERNEL_THREADS // 32 * (32 // lanes)
         grid = min(_cdiv(rows, rows_per_block), sms * MAX_BLOCKS_PER_SM)
         k = f"softmax_warp<{T}, {U}, {LG}, {pack}, {np_}, {lanes}>"
         return LaunchPlan("warp", src, k, (grid,), (WARP_KERNEL_THREADS,), pack)
 
-    # block: one block per row, row in registers; aim at >= half-full threads
-    if packs <= MAX_BLOCK_THREADS * np_max:
-        threads = min(MAX_BLOCK_THREADS, max(MIN_BLOCK_THREADS, _next_pow2(_cdiv(packs, np_max))))
+    cluster_ok = dev.has_clusters
+    block_cap = MAX_BLOCK_THREADS * np_max
+
+    # few rows of block size: spread each row over a cluster (>= 4 SMs a row)
+    if (cluster_ok and CLUSTER_MIN_PACKS_FEW < packs <= block_cap
+            and sms // rows >= MIN_CLUSTER_FEW):
+        cluster = min(MAX_CLUSTER, sms // rows,
+                      _next_pow2(_cdiv(packs, CLUSTER_THREADS * PACKS_PER_THREAD_FEW)))
+        cluster = 1 << (cluster.bit_length() - 1)
+        np_ = _ladder(_cdiv(packs, cluster * CLUSTER_THREADS))
+        k = f"softmax_cluster<{T}, {U}, {LG}, {pack}, {np_}, {CLUSTER_THREADS}, {cluster}>"
+        return LaunchPlan("cluster", src, k, (rows * cluster,), (CLUSTER_THREADS,), pack)
+
+    few = rows < FEW_ROWS_PER_SM * sms
+
+    def block_plan():
+        ppt = PACKS_PER_THREAD_16 if (narrow and packs > BLOCK_SMALL_PACKS_16) else PACKS_PER_THREAD
+        threads = min(MAX_BLOCK_THREADS, max(MIN_BLOCK_THREADS, _next_pow2(_cdiv(packs, ppt))))
         np_ = _ladder(_cdiv(packs, threads))
         k = f"softmax_block<{T}, {U}, {LG}, {pack}, {np_}, {threads}>"
         return LaunchPlan("block", src, k, (min(rows, sms * MAX_BLOCKS_PER_SM),), (threads,), pack)
 
-    few = rows < FEW_ROWS_PER_SM * sms
+    def smem_plan(cluster):
+        cpk = _cdiv(packs, cluster)
+        stages = max(2, min(SMEM_MAX_STAGES, SMEM_BYTES // (cpk * VECTOR_BYTES)))
+        grid = min(rows, sms // cluster) * cluster  # one block per SM, persistent
+        k = f"softmax_smem<{T}, {U}, {LG}, {pack}, {SMEM_THREADS}, {cluster}, {stages}>"
+        return LaunchPlan("smem", src, k, (grid,), (SMEM_THREADS,), pack, extra=(cpk,),
+                          smem=stages * cpk * VECTOR_BYTES, cluster=cluster)
 
-    # cluster: a row spread over the registers of up to 8 blocks
-    if dev.has_clusters and packs <= MAX_CLUSTER * MAX_BLOCK_THREADS * np_max:
-        threads = CLUSTER_THREADS
-        if packs > MAX_CLUSTER * threads * np_max:
-            threads = MAX_BLOCK_THREADS
-        cluster = next(c for c in (2, 4, 8) if packs <= c * threads * np_max)
-        np_ = _ladder(_cdiv(packs, cluster * threads))
-        k = f"softmax_cluster<{T}, {U}, {LG}, {pack}, {np_}, {threads}, {cluster}>"
-        nclusters = min(rows, max(1, (sms * MAX_BLOCKS_PER_SM) // cluster))
-        return LaunchPlan("cluster", src, k, (nclusters * cluster,), (threads,), pack)
-
-    # split: few long rows, each over `splits` blocks (two launches)
+    # block: one block per row, row in registers
+    if packs <= (BLOCK_FIRST_PACKS_16 if narrow else BLOCK_FIRST_PACKS) or (few and packs <= block_cap):
+        return block_plan()
+    # many rows of a few tens of KB: rows staged in shared memory, the next
+    # row streaming in (cp.async) while this one is reduced and written
+    if not few and pack > 1 and packs <= SMEM_MAX_PACKS:
+        return smem_plan(1)
+    if packs <= block_cap and not narrow:
+        return block_plan()
+    if not few and pack > 1 and cluster_ok and packs <= 2 * SMEM_MAX_PACKS:
+        return smem_plan(2)
+    if not few and pack > 1 and cluster_ok and packs <= MAX_CLUSTER * SMEM_MAX_PACKS:
+        return smem_plan(4 if packs <= 4 * SMEM_MAX_PACKS else 8)
+    # few long rows: a cluster per row when all of them fit on the GPU at
+    # once (one read), else split each row over many blocks (two launches)
     if few:
-        cap = max(1, _cdiv(packs, SPLIT_MIN_PACKS))
-        splits = max(1, min(cap, _cdiv(SPLIT_BLOCKS_PER_SM * sms, rows)))
-        pps = _cdiv(packs, splits)
-        splits = _cdiv(packs, pps)
-        cdt = "float64" if compute_itemsize(in_dtype, out_dtype) == 8 else "float32"
-        C = CTYPE[cdt]
-        pre = f"softmax_split_partial<{T}, {C}, {pack}, {STREAM_UNROLL}, {SPLIT_THREADS}>"
-        k = f"softmax_split_finish<{T}, {U}, {LG}, {pack}, {STREAM_UNROLL}, {SPLIT_THREADS}>"
-        return LaunchPlan("split", src, k, (splits, rows), (SPLIT_THREADS,), pack,
-                          pre_kernel=pre, pre_grid=(splits, rows), ws_elems=2 * rows * splits,
-                          ws_dtype=cdt, extra=(pps,))
+        if rows >= sms // SPLIT_ROWS_DIV and cluster_ok:
+            for cl in (2, 4, 8):
+                if packs <= cl * MAX_BLOCK_THREADS * np_max:
+                    if rows <= cluster_fit_estimate(sms, cl):
+                        threads = MAX_BLOCK_THREADS if packs > cl * CLUSTER_THREADS * np_max else CLUSTER_THREADS
+                        np_ = _ladder(_cdiv(packs, cl * threads))
+                        k = f"softmax_cluster<{T}, {U}, {LG}, {pack}, {np_}, {threads}, {cl}>"
+                        return LaunchPlan("cluster", src, k, (rows * cl,), (threads,), pack)
+                    break
+        return _plan_split(rows, packs, pack, T, U, LG, in_dtype, out_dtype, sms)
 
-    # stream: online two-pass, one block per row
+    # many long rows: a row over the registers of a cluster of blocks (16-bit
+    # rows this long stream faster: measured)
+    if cluster_ok and not narrow and packs <= MAX_CLUSTER * CLUSTER_THREADS * np_max:
+        cluster = next(c for c in (2, 4, 8) if packs <= c * CLUSTER_THREADS * np_max)
+        np_ = _ladder(_cdiv(packs, cluster * CLUSTER_THREADS))
+        k = f"softmax_cluster<{T}, {U}, {LG}, {pack}, {np_}, {CLUSTER_THREADS}, {cluster}>"
+        nclusters = min(rows, max(1, (sms * MAX_BLOCKS_PER_SM) // cluster))
+        return LaunchPlan("cluster", src, k, (nclusters * cluster,), (CLUSTER_THREADS,), pack)
+
+    return _plan_stream(rows, pack, T, U, LG, sms)
+
+
+def cluster_fit_estimate(sms: int, cluster: int) -> int:
+    """Clusters of `cluster` blocks (one per SM) the GPU holds at once, as the
+    dispatcher assumes it: all SM pairs, but only ~7/8 of SMs / cluster for
+    4 and 8 (GPCs whose SM count is not a multiple of the cluster size idle
+    the rest: 30 of 33 clusters of 4 and 15 of 16 of 8 on a 132-SM H100)."""
+    return sms // 2 if cluster <= 2 else (sms // cluster) * 7 // 8
+
+
+def _plan_stream(rows, pack, T, U, LG, sms) -> LaunchPlan:
+    """Online two-pass stream, one block per row (the re-read mostly hits L2)."""
     k = f"softmax_stream<{T}, {U}, {LG}, ALGO_ONLINE, {pack}, {STREAM_UNROLL}, {STREAM_THREADS}>"
-    return LaunchPlan("stream", src, k, (min(rows, sms * MAX_BLOCKS_PER_SM),), (STREAM_THREADS,), pack)
+    return LaunchPlan("stream", "softmax.cu", k, (min(rows, sms * MAX_BLOCKS_PER_SM),), (STREAM_THREADS,), pack)
+
+
+def _plan_split(rows, packs, pack, T, U, LG, in_dtype, out_dtype, sms) -> LaunchPlan:
+    """Each row over `splits` blocks: partial (max, sum) kernel + finish kernel."""
+    cap = max(1, _cdiv(packs, SPLIT_MIN_PACKS))
+    splits = max(1, min(cap, _cdiv(SPLIT_BLOCKS_PER_SM * sms, rows)))
+    pps = _cdiv(packs, splits)
+    splits = _cdiv(packs, pps)
+    cdt = "float64" if compute_itemsize(in_dtype, out_dtype) == 8 else "float32"
+    C = CTYPE[cdt]
+    pre = f"softmax_split_partial<{T}, {C}, {pack}, {STREAM_UNROLL}, {SPLIT_THREADS}>"
+    k = f"softmax_split_finish<{T}, {U}, {LG}, {pack}, {STREAM_UNROLL}, {SPLIT_THREADS}>"
+    return LaunchPlan("split", "softmax.cu", k, (splits, rows), (SPLIT_THREADS,), pack,
+                      pre_kernel=pre, pre_grid=(splits, rows), ws_elems=2 * rows * splits,
+                      ws_dtype=cdt, extra=(pps,))
 
 
 def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
@@ -282,9 +377,16 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                         for npk in range(1, np_max + 1):
                             base = t * npk * pack
                             Ls.update((base - 1, base, base + 1))
+                    for npk in (BLOCK_FIRST_PACKS, BLOCK_FIRST_PACKS_16, BLOCK_SMALL_PACKS_16, SMEM_MAX_PACKS,
+                                2 * SMEM_MAX_PACKS, 4 * SMEM_MAX_PACKS, 8 * SMEM_MAX_PACKS,
+                                SMEM_BYTES // (3 * VECTOR_BYTES),
+                                2 * (SMEM_BYTES // (3 * VECTOR_BYTES)),
+                                4 * (SMEM_BYTES // (3 * VECTOR_BYTES)),
+                                8 * (SMEM_BYTES // (3 * VECTOR_BYTES)), CLUSTER_MIN_PACKS_FEW):
+                        Ls.update((npk * pack - 1, npk * pack, npk * pack + 1))
                     Ls.add(10 ** 7)
                     for L in sorted(Ls):
-                        for rows in (1, 10 ** 6):
+                        for rows in (1, 2, 8, 33, dev.sm_count - 1, dev.sm_count, 10 ** 6):
                             for mis in (False, True):
                                 for algo in ALGORITHMS:
                                     p = plan_rows(rows, L, ti, to, log, dev, algo, vec, mis)
@@ -293,4 +395,417 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                     for threads in (256, 512, 1024):
                         k = f"softmax_cols<{CTYPE[ti]}, {CTYPE[to]}, {'true' if log else 'false'}, {COLS_CAP}, {threads}>"
                         found[("softmax.cu", k)] = None
+    return list(found)
+
+
+# ---- backward ----
+# Plans for softmax_backward / log_softmax_backward (kernels/softmax_backward.cu).
+# The regimes and thresholds are the forward's (warp / block / cluster / split /
+# stream; cols); what changes is the register budget: a thread keeps y AND dy
+# in their storage types, so the elements per thread come from a byte budget
+# over both arrays instead of REG_ELEMS.
+
+#: Elements of a row one backward thread keeps in registers, float / double
+#: compute: half the forward's REG_ELEMS, since every element needs two
+#: values (y and dy) in the compute type: the same registers as the forward.
+BWD_REG_ELEMS = {c: n // 2 for c, n in REG_ELEMS.items()}
+#: Largest block of the backward cols kernel: y and dy held for CAP
+#: elements need more than the 64 registers a 1024-thread block allows.
+BWD_COLS_MAX_THREADS = 512
+#: Backward source file.
+BWD_SOURCE = "softmax_backward.cu"
+
+
+def _isz(d: str) -> int:
+    return numpy.dtype(_np_name(d)).itemsize
+
+
+def bwd_compute_dtype(y_dtype: str, dy_dtype: str, out_dtype: str) -> str:
+    """float64 if any of the three is float64, else float32."""
+    return "float64" if "float64" in (y_dtype, dy_dtype, out_dtype) else "float32"
+
+
+def bwd_pack_width(y_dtype: str, dy_dtype: str, out_dtype: str) -> int:
+    """Elements per vector access: 16 bytes of the widest of the three arrays."""
+    return VECTOR_BYTES // max(_isz(y_dtype), _isz(dy_dtype), _isz(out_dtype))
+
+
+def bwd_reg_elems(y_dtype: str, dy_dtype: str, out_dtype: str) -> int:
+    """Elements of a row one backward thread keeps in registers."""
+    return BWD_REG_ELEMS[8 if bwd_compute_dtype(y_dtype, dy_dtype, out_dtype) == "float64" else 4]
+
+
+def bwd_cols_cap(y_dtype: str, dy_dtype: str, out_dtype: str) -> int:
+    """Elements per thread the cols kernel keeps in registers."""
+    return bwd_reg_elems(y_dtype, dy_dtype, out_dtype)
+
+
+def backward_row_thresholds(y_dtype: str, dy_dtype: str, out_dtype: str, dev: DeviceInfo,
+                            aligned: bool = True) -> dict:
+    """Largest row length (elements) of each on-chip backward regime, and the
+    row count below which long rows are split (for tests/docs)."""
+    pack = bwd_pack_width(y_dtype, dy_dtype, out_dtype) if aligned else 1
+    np_max = bwd_reg_elems(y_dtype, dy_dtype, out_dtype) // pack
+    out = {
+        "warp": 32 * np_max * pack,
+        "block": MAX_BLOCK_THREADS * np_max * pack,
+    }
+    if dev.has_clusters:
+        out["cluster"] = MAX_CLUSTER * MAX_BLOCK_THREADS * np_max * pack
+    out["few_rows"] = FEW_ROWS_PER_SM * dev.sm_count
+    return out
+
+
+def plan_backward_rows(rows: int, L: int, y_dtype: str, dy_dtype: str, out_dtype: str, log: bool,
+                       dev: DeviceInfo, vector_ok: bool = True, mis_possible: bool = False) -> LaunchPlan:
+    """Backward plan for ``rows`` rows of ``L`` contiguous elements.
+
+    ``vector_ok``: y, dy and dx rows share their misalignment modulo the pack
+    width (else every access is scalar). ``mis_possible``: some row does not
+    start on a vector boundary (costs one pack of capacity).
+    Kernel arguments: (y, dy, dx, rows, L, sy, sd, sx) [+ ws, pps for split].
+    """
+    TY, TD, U = CTYPE[y_dtype], CTYPE[dy_dtype], CTYPE[out_dtype]
+    LG = "true" if log else "false"
+    pack = bwd_pack_width(y_dtype, dy_dtype, out_dtype) if vector_ok else 1
+    np_max = bwd_reg_elems(y_dtype, dy_dtype, out_dtype) // pack
+    packs = _cdiv(L + (pack - 1 if (mis_possible and pack > 1) else 0), pack)
+    src = BWD_SOURCE
+    sms = dev.sm_count
+    head = f"{TY}, {TD}, {U}, {LG}, {pack}"
+
+    # warp: LANES lanes per row, NP packs of y and dy per lane
+    if packs <= 32 * np_max:
+        lanes = min(32, _next_pow2(packs))
+        np_ = _ladder(_cdiv(packs, lanes))
+        rows_per_block = WARP_KERNEL_THREADS // 32 * (32 // lanes)
+        grid = min(_cdiv(rows, rows_per_block), sms * MAX_BLOCKS_PER_SM)
+        k = f"softmax_backward_warp<{head}, {np_}, {lanes}>"
+        return LaunchPlan("warp", src, k, (grid,), (WARP_KERNEL_THREADS,), pack)
+
+    # block: one block per row, row in registers
+    if packs <= MAX_BLOCK_THREADS * np_max:
+        threads = min(MAX_BLOCK_THREADS, max(MIN_BLOCK_THREADS, _next_pow2(_cdiv(packs, np_max))))
+        np_ = _ladder(_cdiv(packs, threads))
+        k = f"softmax_backward_block<{head}, {np_}, {threads}>"
+        return LaunchPlan("block", src, k, (min(rows, sms * MAX_BLOCKS_PER_SM),), (threads,), pack)
+
+    few = rows < FEW_ROWS_PER_SM * sms
+
+    # cluster (sm_90+): a row over the registers of up to MAX_CLUSTER blocks
+    if dev.has_clusters and packs <= MAX_CLUSTER * MAX_BLOCK_THREADS * np_max:
+        threads = CLUSTER_THREADS
+        if packs > MAX_CLUSTER * threads * np_max:
+            threads = MAX_BLOCK_THREADS
+        cluster = next(c for c in (2, 4, 8) if packs <= c * threads * np_max)
+        np_ = _ladder(_cdiv(packs, cluster * threads))
+        k = f"softmax_backward_cluster<{head}, {np_}, {threads}, {cluster}>"
+        nclusters = min(rows, max(1, (sms * MAX_BLOCKS_PER_SM) // cluster))
+        return LaunchPlan("cluster", src, k, (nclusters * cluster,), (threads,), pack,
+                          cluster=cluster)
+
+    # split: few long rows, each over `splits` blocks; sums via a workspace
+    if few:
+        cap = max(1, _cdiv(packs, SPLIT_MIN_PACKS))
+        splits = max(1, min(cap, _cdiv(SPLIT_BLOCKS_PER_SM * sms, rows)))
+        pps = _cdiv(packs, splits)
+        splits = _cdiv(packs, pps)
+        cdt = bwd_compute_dtype(y_dtype, dy_dtype, out_dtype)
+        pre = (f"softmax_backward_split_partial<{TY}, {TD}, {CTYPE[cdt]}, {LG}, {pack}, "
+               f"{STREAM_UNROLL}, {SPLIT_THREADS}>")
+        k = f"softmax_backward_split_finish<{head}, {STREAM_UNROLL}, {SPLIT_THREADS}>"
+        return LaunchPlan("split", src, k, (splits, rows), (SPLIT_THREADS,), pack,
+                          pre_kernel=pre, pre_grid=(splits, rows), ws_elems=rows * splits,
+                          ws_dtype=cdt, extra=(pps,))
+
+    # stream: sum pass, then write pass; one block per row
+    k = f"softmax_backward_stream<{head}, {STREAM_UNROLL}, {STREAM_THREADS}>"
+    return LaunchPlan("stream", src, k, (min(rows, sms * MAX_BLOCKS_PER_SM),), (STREAM_THREADS,), pack)
+
+
+def plan_backward_cols(O: int, L: int, I: int, y_dtype: str, dy_dtype: str, out_dtype: str,
+                       log: bool, dev: DeviceInfo) -> LaunchPlan:
+    """Backward plan for the (O, L, I) layout, reduction along L, unit-stride I.
+    Kernel arguments: (y, dy, dx, O, L, I, syo, syl, sdo, sdl, sxo, sxl, TX)."""
+    TY, TD, U = CTYPE[y_dtype], CTYPE[dy_dtype], CTYPE[out_dtype]
+    LG = "true" if log else "false"
+    isz = min(_isz(y_dtype), _isz(dy_dtype))
+    cap = bwd_cols_cap(y_dtype, dy_dtype, out_dtype)
+    # lanes along I: a full 128-byte line when there is enough parallelism,
+    # down to one 32-byte sector per row of the tile when tiles are few
+    tx = min(32, _next_pow2(I))
+    min_tx = min(tx, max(1, 32 // isz))
+    while tx > min_tx and O * _cdiv(I, tx) < 2 * dev.sm_count:
+        tx //= 2
+    threads = COLS_THREADS
+    while threads < BWD_COLS_MAX_THREADS and L > (threads // tx) * cap:
+        threads *= 2
+    tiles = O * _cdiv(I, tx)
+    grid = min(tiles, dev.sm_count * MAX_BLOCKS_PER_SM)
+    k = f"softmax_backward_cols<{TY}, {TD}, {U}, {LG}, {cap}, {threads}>"
+    return LaunchPlan("cols", BWD_SOURCE, k, (grid,), (threads,), 1, extra=(tx,))
+
+
+def backward_result_dtype(y_dtype: str, dy_dtype: str) -> str:
+    """NumPy / ml_dtypes promotion of two supported float dtypes, as a table:
+    equal -> itself; any float64 -> float64; any other mix (float16 with
+    bfloat16, either with float32) -> float32."""
+    if y_dtype == dy_dtype:
+        return y_dtype
+    if "float64" in (y_dtype, dy_dtype):
+        return "float64"
+    return "float32"
+
+
+def all_backward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
+    """Every (source, name expression) the backward dispatcher can choose on
+    ``dev`` (for the compile check): the dispatcher run over row lengths at
+    and around every threshold, every (y, dy) dtype pair with its result
+    dtype, both flags, aligned or not, few rows or many."""
+    dts = ("float16", "bfloat16", "float32", "float64")
+    found: dict[tuple[str, str], None] = {}
+    for ty in dts:
+        for td in dts:
+            to = backward_result_dtype(ty, td)
+            for log in (False, True):
+                for vec in (True, False):
+                    pack = bwd_pack_width(ty, td, to) if vec else 1
+                    np_max = bwd_reg_elems(ty, td, to) // pack
+                    Ls = set()
+                    for lanes in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192):
+                        for npk in range(1, np_max + 1):
+                            base = lanes * npk * pack
+                            Ls.update((max(1, base - 1), base, base + 1))
+                    for c in (2, 4, 8):
+                        for t in (CLUSTER_THREADS, MAX_BLOCK_THREADS):
+                            for npk in range(1, np_max + 1):
+                                base = c * t * npk * pack
+                                Ls.update((base - 1, base, base + 1))
+                    for npk in (BLOCK_FIRST_PACKS, BLOCK_FIRST_PACKS_16, BLOCK_SMALL_PACKS_16, SMEM_MAX_PACKS,
+                                2 * SMEM_MAX_PACKS, 4 * SMEM_MAX_PACKS, 8 * SMEM_MAX_PACKS,
+                                SMEM_BYTES // (3 * VECTOR_BYTES),
+                                2 * (SMEM_BYTES // (3 * VECTOR_BYTES)),
+                                4 * (SMEM_BYTES // (3 * VECTOR_BYTES)),
+                                8 * (SMEM_BYTES // (3 * VECTOR_BYTES)), CLUSTER_MIN_PACKS_FEW):
+                        Ls.update((npk * pack - 1, npk * pack, npk * pack + 1))
+                    Ls.add(10 ** 7)
+                    for L in sorted(Ls):
+                        for rows in (1, 2, 8, 33, dev.sm_count - 1, dev.sm_count, 10 ** 6):
+                            for mis in (False, True):
+                                p = plan_backward_rows(rows, L, ty, td, to, log, dev, vec, mis)
+                                for kname in p.kernels():
+                                    found[(p.source, kname)] = None
+                LG = "true" if log else "false"
+                cap = bwd_cols_cap(ty, td, to)
+                threads = COLS_THREADS
+                while threads <= BWD_COLS_MAX_THREADS:
+                    k = (f"softmax_backward_cols<{CTYPE[ty]}, {CTYPE[td]}, {CTYPE[to]}, {LG}, "
+                         f"{cap}, {threads}>")
+                    found[(BWD_SOURCE, k)] = None
+                    threads *= 2
+    return list(found)
+
+
+# ---- top-k ----
+# Fused softmax + top-k (``cusoftmax.softmax_topk``, kernels/topk.cu).
+#
+# Problems arrive as R rows of L contiguous elements and k (1 <= k <= L);
+# KP = next_pow2(k) is the length of the sorted candidate lists on chip.
+#
+# =========  ===================================================================
+# block      one block per row, one read of x (the paper's Algorithm 4: online
+#            (m, d) and top-k candidates in the same pass): the default
+# split      few long rows (rows < TOPK_SPLIT_ROWS_PER_SM x SMs and
+#            L >= 2 x TOPK_SPLIT_MIN_ELEMS): each row over `splits` blocks, each
+#            writing its (m, d) and KP best candidates to a workspace;
+#            topk_merge combines them. Still one read of x.
+# safe       algorithm="safe": one block per row, the row max first, then d and
+#            the top-k in a second read (the paper's "safe fused")
+# unfused    algorithm="unfused": cusoftmax.softmax(algorithm="safe") to a
+#            temporary, then the selection kernel (TOPK_SELECT, block or split
+#            as above) and a gather of the values (the paper's "safe unfused")
+# sort       k > TOPK_KP_MAX, or float-compute rows longer than
+#            TOPK_MAX_PACKED_ROW (the index no longer fits the packed 64-bit
+#            candidate): a stable cupy.argsort of the ranking keys and a gather
+#            from cusoftmax.softmax. Correct for every size, not one read.
+# =========  ===================================================================
+#
+# algorithm "auto" and "online" are the same: block / split, or sort above
+# TOPK_KP_MAX.
+
+TOPK_SOURCE = "topk.cu"
+TOPK_ALGORITHMS = ("auto", "online", "safe", "unfused")
+#: Largest k (and candidate list) kept on chip: larger k take the sort path.
+TOPK_KP_MAX = 1024
+#: Longest row the float-compute kernels index: a candidate packs the 32-bit
+#: value key with the complement of a 32-bit index, which must stay non-zero.
+TOPK_MAX_PACKED_ROW = 2 ** 32 - 2
+#: Elements per thread per batch (loads in flight), by compute itemsize: 16
+#: floats = four 16-byte packs of float32 / two of 16-bit types; doubles need
+#: far more registers per element (software exp).
+TOPK_BATCH_ELEMS = {4: 16, 8: 4}
+#: Threads per block of the stream kernel (multiples of a warp).
+TOPK_MAX_THREADS = 256
+TOPK_MIN_THREADS = 32
+#: A block gets about this many batches per lane of its slice before it grows.
+TOPK_BATCHES_PER_LANE = 4
+#: Incoming-candidate slots per warp: max(TOPK_INC_MIN, min(KP, TOPK_INC_MAX)).
+TOPK_INC_MIN = 64
+TOPK_INC_MAX = 512
+#: Dynamic shared memory cap of the stream and merge kernels (bytes).
+TOPK_SMEM_MAX = 96 * 1024
+#: Rows below this many per SM are "few": long rows are then split.
+TOPK_SPLIT_ROWS_PER_SM = 2
+#: Target blocks per SM when splitting.
+TOPK_SPLIT_BLOCKS_PER_SM = 4
+#: Each split block reads at least this many elements.
+TOPK_SPLIT_MIN_ELEMS = 4096
+#: Threads of the merge kernel and of the gather / sort-key kernels.
+TOPK_MERGE_THREADS = 256
+TOPK_AUX_THREADS = 256
+#: Grid limits: rows are strided over at most this many blocks (grid y).
+TOPK_MAX_GRID_Y = 65535
+#: Grid-stride helper kernels launch at most this many blocks per SM.
+TOPK_AUX_BLOCKS_PER_SM = 32
+
+_TOPK_MODE = {"online": "TOPK_ONLINE", "safe": "TOPK_SAFE", "select": "TOPK_SELECT"}
+#: Run-time output-type codes of kernels/topk.cu (TOPK_OUT_*).
+TOPK_OUT_CODE = {"float16": 0, "bfloat16": 1, "float32": 2, "float64": 3}
+
+
+@dataclass(frozen=True)
+class TopKPlan:
+    """Launches of one top-k problem (see the regime table above).
+
+    ``kernel``/``grid``/``block``/``smem``: the stream kernel (regimes block,
+    split, safe, unfused) or the sort-key kernel (sort). ``merge_*``: the
+    second launch of a split. ``gather_kernel``: values from a softmax
+    temporary (unfused, sort). ``cand_bytes`` x ``kp`` x ``splits`` x rows is
+    the candidate workspace of a split, plus 2 x ``splits`` x rows values of
+    ``compute_dtype`` for the (m, d) partials.
+    """
+    regime: str
+    kernel: str
+    grid: tuple
+    block: tuple
+    smem: int = 0
+    kp: int = 0
+    inc: int = 0
+    splits: int = 1
+    pps: int = 0
+    compute_dtype: str = "float32"
+    cand_bytes: int = 8
+    merge_kernel: Optional[str] = None
+    merge_grid: Optional[tuple] = None
+    merge_block: Optional[tuple] = None
+    merge_smem: int = 0
+    gather_kernel: Optional[str] = None
+    softmax_algorithm: Optional[str] = None  # the temporary's (unfused, sort)
+    key_dtype: Optional[str] = None  # sort path: dtype of the ranking keys
+    source: str = TOPK_SOURCE
+
+    def kernels(self):
+        """Name expressions this plan launches in kernels/topk.cu."""
+        return [k for k in (self.kernel, self.merge_kernel, self.gather_kernel) if k]
+
+
+def topk_compute_dtype(in_dtype: str, out_dtype: str, algorithm: str = "auto") -> str:
+    """Arithmetic (and ranking) type: float64 when either side is float64;
+    the unfused path only ranks, in the input's compute type."""
+    if algorithm == "unfused":
+        return "float64" if in_dtype == "float64" else "float32"
+    return "float64" if compute_itemsize(in_dtype, out_dtype) == 8 else "float32"
+
+
+def topk_kp(k: int) -> int:
+    """Length of the on-chip candidate lists for k."""
+    return _next_pow2(k)
+
+
+def topk_inc(kp: int) -> int:
+    """Incoming-candidate slots per warp for lists of kp."""
+    return max(TOPK_INC_MIN, min(kp, TOPK_INC_MAX))
+
+
+def topk_thresholds(dev: DeviceInfo) -> dict:
+    """Boundaries of the top-k regimes, for tests and docs: k above ``kp_max``
+    sorts; rows below ``split_rows`` with L >= ``split_cols`` split."""
+    return {"kp_max": TOPK_KP_MAX, "split_rows": TOPK_SPLIT_ROWS_PER_SM * dev.sm_count,
+            "split_cols": 2 * TOPK_SPLIT_MIN_ELEMS, "max_packed_row": TOPK_MAX_PACKED_ROW}
+
+
+def topk_aux_grid(n: int, dev: DeviceInfo) -> tuple:
+    """Grid of the grid-stride helper kernels (gather, sort keys) for n items."""
+    return (max(1, min(_cdiv(n, TOPK_AUX_THREADS), TOPK_AUX_BLOCKS_PER_SM * dev.sm_count)),)
+
+
+def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: DeviceInfo,
+              algorithm: str = "auto") -> TopKPlan:
+    """Plan for the top-k of ``rows`` rows of ``L`` contiguous elements
+    (``1 <= k <= L``, ``rows >= 1``); ``out_dtype`` is the values' dtype."""
+    T, U = CTYPE[in_dtype], CTYPE[out_dtype]
+    cdt = topk_compute_dtype(in_dtype, out_dtype, algorithm)
+    C, csz = CTYPE[cdt], numpy.dtype(cdt).itemsize
+    sms = dev.sm_count
+    gather = f"topk_gather<{U}>"
+
+    # sort: k too large for on-chip lists, or a row too long to index (float)
+    if k > TOPK_KP_MAX or (csz == 4 and L > TOPK_MAX_PACKED_ROW):
+        return TopKPlan("sort", f"topk_sort_keys<{T}, {C}>", topk_aux_grid(rows * L, dev),
+                        (TOPK_AUX_THREADS,), compute_dtype=cdt, gather_kernel=gather,
+                        softmax_algorithm="auto", key_dtype="uint32" if csz == 4 else "uint64")
+
+    mode = {"auto": "online", "online": "online", "safe": "safe", "unfused": "select"}[algorithm]
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    pack = VECTOR_BYTES // isz
+    unroll = max(1, TOPK_BATCH_ELEMS[csz] // pack)
+    kp, cb = topk_kp(k), (8 if csz == 4 else 16)
+    inc = topk_inc(kp)
+    packs = _cdiv(L + pack - 1, pack)  # the worst row misalignment adds a pack
+
+    # split: few long rows over several blocks (not the paper's safe form)
+    splits = 1
+    if mode != "safe" and rows < TOPK_SPLIT_ROWS_PER_SM * sms:
+        splits = min(_cdiv(TOPK_SPLIT_BLOCKS_PER_SM * sms, rows), L // TOPK_SPLIT_MIN_ELEMS,
+                     TOPK_SMEM_MAX // (kp * cb))
+        splits = max(1, splits)
+    pps = _cdiv(packs, splits)
+    splits = _cdiv(packs, pps)
+
+    # block: enough lanes for TOPK_BATCHES_PER_LANE batches each, within smem
+    threads = _next_pow2(_cdiv(pps, unroll * TOPK_BATCHES_PER_LANE))
+    threads = min(TOPK_MAX_THREADS, max(TOPK_MIN_THREADS, threads))
+    while threads > TOPK_MIN_THREADS and (threads // 32) * (kp + inc) * cb > TOPK_SMEM_MAX:
+        threads //= 2
+    smem = (threads // 32) * (kp + inc) * cb
+    kernel = f"topk_stream<{T}, {C}, {_TOPK_MODE[mode]}, {unroll}>"
+    grid = (splits, min(rows, TOPK_MAX_GRID_Y))
+    regime = {"safe": "safe", "select": "unfused"}.get(mode, "split" if splits > 1 else "block")
+    extra = {}
+    if splits > 1:
+        extra = dict(merge_kernel=f"topk_merge<{C}, {_TOPK_MODE[mode]}>",
+                     merge_grid=(min(rows, TOPK_MAX_GRID_Y),), merge_block=(TOPK_MERGE_THREADS,),
+                     merge_smem=splits * kp * cb)
+    if mode == "select":
+        extra.update(gather_kernel=gather, softmax_algorithm="safe")
+    return TopKPlan(regime, kernel, grid, (threads,), smem, kp, inc, splits, pps, cdt, cb, **extra)
+
+
+def all_topk_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
+    """Every (source, name expression) ``plan_topk`` can choose on ``dev``,
+    found by running it over every dtype pair and algorithm, k at the regime
+    edges, short / long / unindexable rows and few / many rows."""
+    dts = ("float16", "bfloat16", "float32", "float64")
+    found: dict[tuple[str, str], None] = {}
+    for ti in dts:
+        for to in dts:
+            for algo in TOPK_ALGORITHMS:
+                for k in (1, TOPK_KP_MAX, TOPK_KP_MAX + 1):
+                    for L in (k, 4 * TOPK_SPLIT_MIN_ELEMS, 10 ** 6, TOPK_MAX_PACKED_ROW + 1):
+                        if L < k:
+                            continue
+                        for rows in (1, 10 ** 5):
+                            p = plan_topk(rows, L, k, ti, to, dev, algo)
+                            for name in p.kernels():
+                                found[(p.source, name)] = None
     return list(found)

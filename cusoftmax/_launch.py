@@ -34,12 +34,114 @@ def device_info(device_id: int) -> DeviceInfo:
     return info
 
 
-class Launch:
-    """A plan bound to compiled kernels on one device."""
-    __slots__ = ("plan", "fn", "pre_fn", "grid", "block", "pre_grid", "extra", "ws_elems", "ws_dtype")
+def _cuda_errors() -> tuple:
+    """Exception types a CUDA launch raises (CuPy's driver/runtime errors)."""
+    try:
+        from cupy_backends.cuda.api.driver import CUDADriverError
+        from cupy_backends.cuda.api.runtime import CUDARuntimeError
+    except ImportError:  # pragma: no cover - no CuPy: nothing launches anyway
+        return ()
+    return (CUDADriverError, CUDARuntimeError)
 
-    def __init__(self, plan: LaunchPlan, device_id: int):
+
+_CUDA_ERRORS = _cuda_errors()
+
+
+def _op_label(plan: LaunchPlan) -> str:
+    """Public operation a plan serves, read off its source and kernel name
+    (the only boolean template argument of a kernel is its LOG flag)."""
+    base = plan.source.rsplit(".", 1)[0]
+    args = plan.kernel.split("<", 1)[1].rstrip(">").split(", ") if "<" in plan.kernel else []
+    return ("log_" if "true" in args else "") + base
+
+
+_cluster_fit: dict = {}
+
+
+def max_active_clusters(fn, cluster: int, threads: int, smem: int) -> int:
+    """Clusters of ``fn`` the GPU can hold at once (cuOccupancyMaxActiveClusters).
+
+    GPCs whose SM count is not a multiple of the cluster size leave SMs idle,
+    so this is less than SMs / cluster (e.g. 30 clusters of 4 on a 132-SM H100).
+    A persistent grid larger than this would run its last clusters alone.
+    Falls back to 7/8 of SMs / cluster if the driver cannot be asked.
+    """
+    key = (fn.kernel.ptr if hasattr(fn, "kernel") else id(fn), cluster, threads, smem)
+    n = _cluster_fit.get(key)
+    if n is not None:
+        return n
+    import ctypes
+
+    class _Cfg(ctypes.Structure):  # CUlaunchConfig
+        _fields_ = [("gx", ctypes.c_uint), ("gy", ctypes.c_uint), ("gz", ctypes.c_uint),
+                    ("bx", ctypes.c_uint), ("by", ctypes.c_uint), ("bz", ctypes.c_uint),
+                    ("smem", ctypes.c_uint), ("stream", ctypes.c_void_p),
+                    ("attrs", ctypes.c_void_p), ("nattrs", ctypes.c_uint)]
+
+    n = 0
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        out = ctypes.c_int(0)
+        cfg = _Cfg(cluster, 1, 1, threads, 1, 1, smem, None, None, 0)
+        if lib.cuOccupancyMaxActiveClusters(ctypes.byref(out), ctypes.c_void_p(fn.kernel.ptr),
+                                            ctypes.byref(cfg)) == 0:
+            n = out.value
+    except Exception:  # noqa: BLE001 - any failure: use the estimate below
+        n = 0
+    if n <= 0:
+        import cupy
+
+        rt = cupy.cuda.runtime
+        sms = rt.deviceGetAttribute(rt.cudaDevAttrMultiProcessorCount, cupy.cuda.runtime.getDevice())
+        n = max(1, (sms // cluster) * 7 // 8)
+    _cluster_fit[key] = n
+    return n
+
+
+try:
+    import cupy as _cupy
+    from cupy_backends.cuda.api.driver import launchKernel as _drv_launch
+    _current_stream = _cupy.cuda.get_current_stream
+except ImportError:  # pragma: no cover - no CuPy: nothing launches
+    _drv_launch = _current_stream = None
+
+
+class Params:
+    """Kernel arguments packed once into a ctypes buffer of 8-byte slots (all
+    the kernels take pointers and ``long long``s; an ``int`` parameter reads
+    the low half of its slot, little-endian), plus the ``void*[]`` array that
+    cuLaunchKernel takes. The pointer slots are rewritten per call under a
+    lock: the driver copies the arguments before cuLaunchKernel returns."""
+    __slots__ = ("vals", "ptrs", "addr", "lock", "describe")
+
+    def __init__(self, args, describe: str = ""):
+        import ctypes
+
+        n = len(args)
+        self.vals = (ctypes.c_int64 * n)(*[int(a) for a in args])
+        base = ctypes.addressof(self.vals)
+        self.ptrs = (ctypes.c_void_p * n)(*[base + 8 * i for i in range(n)])
+        self.addr = ctypes.addressof(self.ptrs)
+        self.lock = threading.Lock()
+        self.describe = describe
+
+
+class Launch:
+    """A plan bound to compiled kernels on one device.
+
+    A CUDA error raised by a launch (a sticky error left by earlier work, an
+    invalid configuration, ...) is re-raised as ``RuntimeError`` naming the
+    operation, the kernel and the problem size; the ``try`` costs nothing on
+    the normal path.
+    """
+    __slots__ = ("plan", "fn", "pre_fn", "grid", "block", "pre_grid", "extra", "ws_elems", "ws_dtype",
+                 "op", "smem", "fptr", "dims")
+
+    def __init__(self, plan: LaunchPlan, device_id: int, op: str | None = None):
+        import cupy
+
         self.plan = plan
+        self.op = op or _op_label(plan)
         self.fn = get_kernel(plan.source, plan.kernel, device_id)
         self.pre_fn = get_kernel(plan.source, plan.pre_kernel, device_id) if plan.pre_kernel else None
         self.grid = plan.grid
@@ -48,19 +150,63 @@ class Launch:
         self.extra = plan.extra
         self.ws_elems = plan.ws_elems
         self.ws_dtype = numpy.dtype(plan.ws_dtype)
+        self.smem = plan.smem
+        with cupy.cuda.Device(device_id):  # function handles are per device
+            if plan.smem:  # opt in to the dynamic shared memory (> 48 KiB needs it)
+                self.fn.max_dynamic_shared_size_bytes = plan.smem
+            if plan.cluster > 1:  # persistent clusters: no more than fit at once
+                fit = max_active_clusters(self.fn, plan.cluster, plan.block[0], plan.smem)
+                self.grid = (min(plan.grid[0] // plan.cluster, fit) * plan.cluster,)
+            self.fptr = self.fn.kernel.ptr
+        g = tuple(self.grid) + (1, 1)
+        b = tuple(self.block) + (1, 1)
+        self.dims = (g[0], g[1], g[2], b[0], b[1], b[2], self.smem)
+
+    def params(self, args) -> "Params":
+        """A reusable parameter buffer for this launch (see :class:`Params`)."""
+        return Params(args)
+
+    def fast(self, prm: "Params", xptr: int, yptr: int) -> None:
+        """Launch the main kernel with ``prm``'s arguments, its first two
+        (the pointers) replaced: one cuLaunchKernel on CuPy's current stream,
+        no per-call argument conversion."""
+        stream = _current_stream().ptr
+        gx, gy, gz, bx, by, bz, sm = self.dims
+        try:
+            with prm.lock:
+                v = prm.vals
+                v[0] = xptr
+                v[1] = yptr
+                _drv_launch(self.fptr, gx, gy, gz, bx, by, bz, sm, stream, prm.addr, 0)
+        except _CUDA_ERRORS as e:
+            raise self._failed(e, prm.describe) from e
+
+    def _failed(self, err: BaseException, size: str) -> RuntimeError:
+        return RuntimeError(
+            f"cusoftmax.{self.op}: CUDA error launching the {self.plan.regime} kernel "
+            f"{self.plan.kernel} (grid {self.grid}, block {self.block}) on {size}: {err}. "
+            "CUDA errors are sticky: an earlier kernel on this device may have caused it; "
+            "rerun with CUDA_LAUNCH_BLOCKING=1 to locate it")
 
     def rows(self, xptr: int, yptr: int, R: int, L: int, sx: int, sy: int) -> None:
         """Launch on the rows layout (all pointers/strides in elements' units
         already applied: ptrs are byte addresses, strides in elements)."""
-        if self.pre_fn is None:
-            self.fn(self.grid, self.block, (xptr, yptr, R, L, sx, sy) + self.extra)
-        else:
-            import cupy
+        try:
+            if self.pre_fn is None:
+                self.fn(self.grid, self.block, (xptr, yptr, R, L, sx, sy) + self.extra,
+                        shared_mem=self.smem)
+            else:
+                import cupy
 
-            ws = cupy.empty(self.ws_elems, self.ws_dtype)
-            self.pre_fn(self.pre_grid, self.block, (xptr, ws, R, L, sx) + self.extra)
-            self.fn(self.grid, self.block, (xptr, yptr, ws, R, L, sx, sy) + self.extra)
+                ws = cupy.empty(self.ws_elems, self.ws_dtype)
+                self.pre_fn(self.pre_grid, self.block, (xptr, ws, R, L, sx) + self.extra)
+                self.fn(self.grid, self.block, (xptr, yptr, ws, R, L, sx, sy) + self.extra)
+        except _CUDA_ERRORS as e:
+            raise self._failed(e, f"{R} rows of {L} elements") from e
 
     def cols(self, xptr, yptr, O, L, I, sxo, sxl, syo, syl) -> None:
-        self.fn(self.grid, self.block, (xptr, yptr, O, L, I, sxo, sxl, syo, syl,
-                                        numpy.int32(self.extra[0])))
+        try:
+            self.fn(self.grid, self.block, (xptr, yptr, O, L, I, sxo, sxl, syo, syl,
+                                            numpy.int32(self.extra[0])))
+        except _CUDA_ERRORS as e:
+            raise self._failed(e, f"shape (outer {O}, reduced {L}, inner {I})") from e
