@@ -70,6 +70,8 @@ PACKS_PER_THREAD_16 = 4
 #: packs = 224 KiB of the 227 KiB a block may use), threads per block.
 SMEM_MAX_PACKS = 7168
 SMEM_THREADS = 512
+#: The smem kernel's pipeline needs several rows per SM to pay off.
+SMEM_MIN_ROWS_PER_SM = 6
 #: Shared memory the smem kernel may fill with row stages (of the 227 KiB a
 #: block can opt in to), and the deepest pipeline it uses.
 SMEM_BYTES = 224 * 1024
@@ -246,7 +248,7 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
     few = rows < FEW_ROWS_PER_SM * sms
 
     def block_plan():
-        ppt = PACKS_PER_THREAD_16 if (narrow and packs > BLOCK_SMALL_PACKS_16) else PACKS_PER_THREAD
+        ppt = PACKS_PER_THREAD_16 if (narrow and not few and packs > BLOCK_SMALL_PACKS_16) else PACKS_PER_THREAD
         threads = min(MAX_BLOCK_THREADS, max(MIN_BLOCK_THREADS, _next_pow2(_cdiv(packs, ppt))))
         np_ = _ladder(_cdiv(packs, threads))
         k = f"softmax_block<{T}, {U}, {LG}, {pack}, {np_}, {threads}>"
@@ -265,26 +267,28 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
         return block_plan()
     # many rows of a few tens of KB: rows staged in shared memory, the next
     # row streaming in (cp.async) while this one is reduced and written
-    if not few and pack > 1 and packs <= SMEM_MAX_PACKS:
+    many = rows >= SMEM_MIN_ROWS_PER_SM * sms
+    if many and pack > 1 and packs <= SMEM_MAX_PACKS:
         return smem_plan(1)
     if packs <= block_cap and not narrow:
         return block_plan()
-    if not few and pack > 1 and cluster_ok and packs <= 2 * SMEM_MAX_PACKS:
+    if many and pack > 1 and cluster_ok and packs <= 2 * SMEM_MAX_PACKS:
         return smem_plan(2)
-    if not few and pack > 1 and cluster_ok and packs <= MAX_CLUSTER * SMEM_MAX_PACKS:
+    if many and pack > 1 and cluster_ok and packs <= MAX_CLUSTER * SMEM_MAX_PACKS:
         return smem_plan(4 if packs <= 4 * SMEM_MAX_PACKS else 8)
     # few long rows: a cluster per row when all of them fit on the GPU at
     # once (one read), else split each row over many blocks (two launches)
     if few:
         if rows >= sms // SPLIT_ROWS_DIV and cluster_ok:
-            for cl in (2, 4, 8):
-                if packs <= cl * MAX_BLOCK_THREADS * np_max:
-                    if rows <= cluster_fit_estimate(sms, cl):
-                        threads = MAX_BLOCK_THREADS if packs > cl * CLUSTER_THREADS * np_max else CLUSTER_THREADS
-                        np_ = _ladder(_cdiv(packs, cl * threads))
-                        k = f"softmax_cluster<{T}, {U}, {LG}, {pack}, {np_}, {threads}, {cl}>"
-                        return LaunchPlan("cluster", src, k, (rows * cl,), (threads,), pack)
-                    break
+            # the largest cluster that still fits every row at once
+            fits = [c for c in (8, 4, 2) if packs <= c * MAX_BLOCK_THREADS * np_max
+                    and rows <= cluster_fit_estimate(sms, c)]
+            if fits:
+                cl = fits[0]
+                threads = MAX_BLOCK_THREADS if packs > cl * CLUSTER_THREADS * np_max else CLUSTER_THREADS
+                np_ = _ladder(_cdiv(packs, cl * threads))
+                k = f"softmax_cluster<{T}, {U}, {LG}, {pack}, {np_}, {threads}, {cl}>"
+                return LaunchPlan("cluster", src, k, (rows * cl,), (threads,), pack)
         return _plan_split(rows, packs, pack, T, U, LG, in_dtype, out_dtype, sms)
 
     # many long rows: a row over the registers of a cluster of blocks (16-bit
@@ -386,7 +390,8 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                         Ls.update((npk * pack - 1, npk * pack, npk * pack + 1))
                     Ls.add(10 ** 7)
                     for L in sorted(Ls):
-                        for rows in (1, 2, 8, 33, dev.sm_count - 1, dev.sm_count, 10 ** 6):
+                        for rows in (1, 2, 8, 14, 15, 28, 29, 33, 65, 67, dev.sm_count - 1,
+                                     dev.sm_count, SMEM_MIN_ROWS_PER_SM * dev.sm_count - 1, 10 ** 6):
                             for mis in (False, True):
                                 for algo in ALGORITHMS:
                                     p = plan_rows(rows, L, ti, to, log, dev, algo, vec, mis)
@@ -590,7 +595,8 @@ def all_backward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                         Ls.update((npk * pack - 1, npk * pack, npk * pack + 1))
                     Ls.add(10 ** 7)
                     for L in sorted(Ls):
-                        for rows in (1, 2, 8, 33, dev.sm_count - 1, dev.sm_count, 10 ** 6):
+                        for rows in (1, 2, 8, 14, 15, 28, 29, 33, 65, 67, dev.sm_count - 1,
+                                     dev.sm_count, SMEM_MIN_ROWS_PER_SM * dev.sm_count - 1, 10 ** 6):
                             for mis in (False, True):
                                 p = plan_backward_rows(rows, L, ty, td, to, log, dev, vec, mis)
                                 for kname in p.kernels():
@@ -649,9 +655,14 @@ TOPK_MAX_THREADS = 256
 TOPK_MIN_THREADS = 32
 #: A block gets about this many batches per lane of its slice before it grows.
 TOPK_BATCHES_PER_LANE = 4
-#: Incoming-candidate slots per warp: max(TOPK_INC_MIN, min(KP, TOPK_INC_MAX)).
-TOPK_INC_MIN = 64
-TOPK_INC_MAX = 512
+#: Lists of KP >= this are kept per block (one list, compacted by the whole
+#: block: the block's k-th best filters, so far fewer candidates than with a
+#: list per warp); shorter lists per warp (no block barriers while streaming).
+TOPK_BLOCK_LIST_KP = 128
+#: Incoming-candidate slots: per warp list TOPK_WARP_INC (>= KP: KP <= 64);
+#: per block list max(TOPK_BLOCK_INC_MIN, 2 x KP).
+TOPK_WARP_INC = 64
+TOPK_BLOCK_INC_MIN = 1024
 #: Dynamic shared memory cap of the stream and merge kernels (bytes).
 TOPK_SMEM_MAX = 96 * 1024
 #: Rows below this many per SM are "few": long rows are then split.
@@ -678,7 +689,8 @@ class TopKPlan:
     """Launches of one top-k problem (see the regime table above).
 
     ``kernel``/``grid``/``block``/``smem``: the stream kernel (regimes block,
-    split, safe, unfused) or the sort-key kernel (sort). ``merge_*``: the
+    split, safe, unfused) or the sort-key kernel (sort); ``block_lists``: one
+    candidate list per block instead of one per warp. ``merge_*``: the
     second launch of a split. ``gather_kernel``: values from a softmax
     temporary (unfused, sort). ``cand_bytes`` x ``kp`` x ``splits`` x rows is
     the candidate workspace of a split, plus 2 x ``splits`` x rows values of
@@ -691,6 +703,7 @@ class TopKPlan:
     smem: int = 0
     kp: int = 0
     inc: int = 0
+    block_lists: bool = False
     splits: int = 1
     pps: int = 0
     compute_dtype: str = "float32"
@@ -722,9 +735,14 @@ def topk_kp(k: int) -> int:
     return _next_pow2(k)
 
 
+def topk_block_lists(kp: int) -> bool:
+    """One candidate list per block (else per warp) for lists of kp."""
+    return kp >= TOPK_BLOCK_LIST_KP
+
+
 def topk_inc(kp: int) -> int:
-    """Incoming-candidate slots per warp for lists of kp."""
-    return max(TOPK_INC_MIN, min(kp, TOPK_INC_MAX))
+    """Incoming-candidate slots of a list of kp."""
+    return max(TOPK_BLOCK_INC_MIN, 2 * kp) if topk_block_lists(kp) else max(TOPK_WARP_INC, kp)
 
 
 def topk_thresholds(dev: DeviceInfo) -> dict:
@@ -760,7 +778,7 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
     pack = VECTOR_BYTES // isz
     unroll = max(1, TOPK_BATCH_ELEMS[csz] // pack)
     kp, cb = topk_kp(k), (8 if csz == 4 else 16)
-    inc = topk_inc(kp)
+    inc, blists = topk_inc(kp), topk_block_lists(kp)
     packs = _cdiv(L + pack - 1, pack)  # the worst row misalignment adds a pack
 
     # split: few long rows over several blocks (not the paper's safe form)
@@ -775,9 +793,9 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
     # block: enough lanes for TOPK_BATCHES_PER_LANE batches each, within smem
     threads = _next_pow2(_cdiv(pps, unroll * TOPK_BATCHES_PER_LANE))
     threads = min(TOPK_MAX_THREADS, max(TOPK_MIN_THREADS, threads))
-    while threads > TOPK_MIN_THREADS and (threads // 32) * (kp + inc) * cb > TOPK_SMEM_MAX:
+    while not blists and threads > TOPK_MIN_THREADS and (threads // 32) * (kp + inc) * cb > TOPK_SMEM_MAX:
         threads //= 2
-    smem = (threads // 32) * (kp + inc) * cb
+    smem = (1 if blists else threads // 32) * (kp + inc) * cb
     kernel = f"topk_stream<{T}, {C}, {_TOPK_MODE[mode]}, {unroll}>"
     grid = (splits, min(rows, TOPK_MAX_GRID_Y))
     regime = {"safe": "safe", "select": "unfused"}.get(mode, "split" if splits > 1 else "block")
@@ -788,7 +806,8 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
                      merge_smem=splits * kp * cb)
     if mode == "select":
         extra.update(gather_kernel=gather, softmax_algorithm="safe")
-    return TopKPlan(regime, kernel, grid, (threads,), smem, kp, inc, splits, pps, cdt, cb, **extra)
+    return TopKPlan(regime, kernel, grid, (threads,), smem, kp, inc, blists, splits, pps, cdt, cb,
+                    **extra)
 
 
 def all_topk_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
