@@ -49,9 +49,10 @@ class _Prepared:
             self.launch.rows(xp, yp, *self.args)
         elif self.kind == "cols":
             self.launch.cols(xp, yp, *self.args)
-        else:  # copy: run on a contiguous (keep..., red...) copy, then scatter
+        else:  # copy: run on a fresh contiguous (keep..., red...) copy, then scatter
             xt = x.transpose(self.keep_axes + self.red_axes)
-            xc = _cupy.ascontiguousarray(xt)
+            xc = _cupy.empty(xt.shape, xt.dtype)  # fresh: 256-byte aligned, like yc
+            xc[...] = xt
             yc = _cupy.empty(xt.shape, self.out_dtype)
             self.launch.rows(xc.data.ptr, yc.data.ptr, *self.args)
             inv = numpy.argsort(self.keep_axes + self.red_axes)
@@ -115,7 +116,10 @@ def _prepare(x, axis, dtype, algorithm, log, out):
         p.keep_axes = tuple(d for d in range(x.ndim) if d not in axes)
         R = math.prod(shape[d] for d in p.keep_axes)
         L = math.prod(shape[d] for d in axes)
-        plan = _dispatch.plan_rows(R, L, tin, tout, log, dev, algorithm, True, False)
+        # rows of the fresh copies start on a vector boundary only if L is a
+        # multiple of the pack width
+        mis = R > 1 and L % _dispatch.pack_width(tin, tout) != 0
+        plan = _dispatch.plan_rows(R, L, tin, tout, log, dev, algorithm, True, mis)
         p.launch = Launch(plan, x.data.device_id)
         p.args = (R, L, L, L)
         return p
