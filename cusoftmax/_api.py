@@ -135,8 +135,8 @@ def _prepare(x, axis, dtype, algorithm, log, out):
         plan = _dispatch.plan_rows(R, L, tin, tout, log, dev, algorithm, vector_ok, mis)
         p.launch = Launch(plan, x.data.device_id)
         p.args = (R, L, sxr, syr)
-        if plan.pre_kernel is None:
-            p.prm = p.launch.params((0, 0, R, L, sxr, syr) + plan.extra)
+        p.prm = p.launch.params((0, 0, R, L, sxr, syr) + plan.extra)
+        if p.prm is not None:
             p.prm.describe = f"{R} rows of {L} elements"
         return p
     _, O, L, I, (sxo, syo), (sxl, syl), (ox, oy) = lay
@@ -146,7 +146,8 @@ def _prepare(x, axis, dtype, algorithm, log, out):
     p.launch = Launch(plan, x.data.device_id)
     p.args = (O, L, I, sxo, sxl, syo, syl)
     p.prm = p.launch.params((0, 0, O, L, I, sxo, sxl, syo, syl, plan.extra[0]))
-    p.prm.describe = f"shape (outer {O}, reduced {L}, inner {I})"
+    if p.prm is not None:
+        p.prm.describe = f"shape (outer {O}, reduced {L}, inner {I})"
     return p
 
 

@@ -151,19 +151,32 @@ class Launch:
         self.ws_elems = plan.ws_elems
         self.ws_dtype = numpy.dtype(plan.ws_dtype)
         self.smem = plan.smem
-        with cupy.cuda.Device(device_id):  # function handles are per device
+        self.fptr = None
+        try:  # function handles are per device
+            ctx = cupy.cuda.Device(device_id)
+            ctx.__enter__()
+        except Exception:  # noqa: BLE001 - no usable CUDA (tests with stand-in kernels)
+            ctx = None
+        try:
             if plan.smem:  # opt in to the dynamic shared memory (> 48 KiB needs it)
                 self.fn.max_dynamic_shared_size_bytes = plan.smem
-            if plan.cluster > 1:  # persistent clusters: no more than fit at once
+            if plan.cluster > 1 and ctx is not None:  # persistent clusters: only as many as fit
                 fit = max_active_clusters(self.fn, plan.cluster, plan.block[0], plan.smem)
                 self.grid = (min(plan.grid[0] // plan.cluster, fit) * plan.cluster,)
-            self.fptr = self.fn.kernel.ptr
+            k = getattr(self.fn, "kernel", None)
+            self.fptr = k.ptr if (k is not None and ctx is not None) else None
+        finally:
+            if ctx is not None:
+                ctx.__exit__(None, None, None)
         g = tuple(self.grid) + (1, 1)
         b = tuple(self.block) + (1, 1)
         self.dims = (g[0], g[1], g[2], b[0], b[1], b[2], self.smem)
 
-    def params(self, args) -> "Params":
-        """A reusable parameter buffer for this launch (see :class:`Params`)."""
+    def params(self, args) -> "Params | None":
+        """A reusable parameter buffer for this launch (see :class:`Params`),
+        or None where no direct launch is possible (then use rows/cols)."""
+        if self.fptr is None or _drv_launch is None or self.pre_fn is not None:
+            return None
         return Params(args)
 
     def fast(self, prm: "Params", xptr: int, yptr: int) -> None:
