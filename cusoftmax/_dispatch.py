@@ -183,19 +183,28 @@ def reg_elems(in_dtype: str, out_dtype: str) -> int:
 
 
 def row_thresholds(in_dtype: str, out_dtype: str, dev: DeviceInfo, aligned: bool = True) -> dict:
-    """Largest row length (elements) of each on-chip regime, for tests/docs.
+    """Longest row (elements) each on-chip regime of ``plan_rows`` takes, for
+    tests and docs: ``warp``; ``block`` (a block's registers; few rows, and
+    many rows of 32/64-bit data between the smem ranges); ``smem`` (many
+    rows: shared memory of one block, or of a cluster of up to 8 on sm_90);
+    ``cluster`` (sm_90, many rows of 32/64-bit data: registers of a cluster);
+    and ``few_rows``, the row count below which rows are "few". The largest
+    length is the longest row any regime keeps on chip.
 
     With ``aligned=False`` a row may start mid-vector, costing up to
     ``pack - 1`` elements of capacity.
     """
     pack = pack_width(in_dtype, out_dtype) if aligned else 1
     np_max = reg_elems(in_dtype, out_dtype) // pack
+    narrow = pack >= 8
     out = {
-        "warp": 32 * np_max * pack,
+        "warp": 32 * (WARP_NP_MAX_16 if narrow else np_max) * pack,
         "block": MAX_BLOCK_THREADS * np_max * pack,
     }
-    if dev.has_clusters:
-        out["cluster"] = MAX_CLUSTER * MAX_BLOCK_THREADS * np_max * pack
+    if pack > 1:
+        out["smem"] = (MAX_CLUSTER if dev.has_clusters else 1) * SMEM_MAX_PACKS * pack
+    if dev.has_clusters and not narrow:
+        out["cluster"] = MAX_CLUSTER * CLUSTER_THREADS * np_max * pack
     out["few_rows"] = FEW_ROWS_PER_SM * dev.sm_count
     return out
 
@@ -270,7 +279,7 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
     many = rows >= SMEM_MIN_ROWS_PER_SM * sms
     if many and pack > 1 and packs <= SMEM_MAX_PACKS:
         return smem_plan(1)
-    if packs <= block_cap and not narrow:
+    if packs <= block_cap:  # (16-bit rows with many of them took smem above)
         return block_plan()
     if many and pack > 1 and cluster_ok and packs <= 2 * SMEM_MAX_PACKS:
         return smem_plan(2)
@@ -414,6 +423,11 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
 #: compute: half the forward's REG_ELEMS, since every element needs two
 #: values (y and dy) in the compute type: the same registers as the forward.
 BWD_REG_ELEMS = {c: n // 2 for c, n in REG_ELEMS.items()}
+#: Block regime: target packs (of y and of dy) per thread; 0 = as many as
+#: the register budget allows (fewest threads per row). H100, L2 flushed,
+#: 4096 x 4096: fp32 2.67 TB/s at 1 (1024 threads) vs 2.61 at 2, 2.23 at 4;
+#: bf16 2.25 vs 2.12 / 2.10 TB/s.
+BWD_PACKS_PER_THREAD = 1
 #: Largest block of the backward cols kernel: y and dy held for CAP
 #: elements need more than the 64 registers a 1024-thread block allows.
 BWD_COLS_MAX_THREADS = 512
@@ -490,7 +504,8 @@ def plan_backward_rows(rows: int, L: int, y_dtype: str, dy_dtype: str, out_dtype
 
     # block: one block per row, row in registers
     if packs <= MAX_BLOCK_THREADS * np_max:
-        threads = min(MAX_BLOCK_THREADS, max(MIN_BLOCK_THREADS, _next_pow2(_cdiv(packs, np_max))))
+        ppt = min(np_max, BWD_PACKS_PER_THREAD or np_max)
+        threads = min(MAX_BLOCK_THREADS, max(MIN_BLOCK_THREADS, _next_pow2(_cdiv(packs, ppt))))
         np_ = _ladder(_cdiv(packs, threads))
         k = f"softmax_backward_block<{head}, {np_}, {threads}>"
         return LaunchPlan("block", src, k, (min(rows, sms * MAX_BLOCKS_PER_SM),), (threads,), pack)
@@ -667,8 +682,9 @@ TOPK_BLOCK_INC_MIN = 1024
 TOPK_SMEM_MAX = 96 * 1024
 #: Rows below this many per SM are "few": long rows are then split.
 TOPK_SPLIT_ROWS_PER_SM = 2
-#: Target blocks per SM when splitting.
-TOPK_SPLIT_BLOCKS_PER_SM = 4
+#: Target blocks per SM when splitting (H100: 2 beat 4 by 10-20% on
+#: 64 x 131072, k = 5 / 50; no difference on 1 x 128256).
+TOPK_SPLIT_BLOCKS_PER_SM = 2
 #: Each split block reads at least this many elements.
 TOPK_SPLIT_MIN_ELEMS = 4096
 #: Threads of the merge kernel and of the gather / sort-key kernels.
