@@ -91,6 +91,8 @@ template <> struct Num<float> {
   static CSM_DEVICE float neg_inf() { return __int_as_float(0xff800000); }
   static CSM_DEVICE float nan() { return __int_as_float(0x7fffffff); }
   static CSM_DEVICE float max(float a, float b) { return fmaxf(a, b); }
+  // max that propagates NaN (fmaxf returns the other operand)
+  static CSM_DEVICE float max_nan(float a, float b) { return (a != a || b != b) ? a + b : fmaxf(a, b); }
   // e^(d) for d = x - m <= 0, as one ex2.approx (relative error ~2 ulp);
   // the subtraction is done first so large |x| loses no precision.
   static CSM_DEVICE float exp(float d) {
@@ -111,6 +113,7 @@ template <> struct Num<double> {
   static CSM_DEVICE double neg_inf() { return __longlong_as_double(0xfff0000000000000ull); }
   static CSM_DEVICE double nan() { return __longlong_as_double(0x7fffffffffffffffull); }
   static CSM_DEVICE double max(double a, double b) { return fmax(a, b); }
+  static CSM_DEVICE double max_nan(double a, double b) { return (a != a || b != b) ? a + b : fmax(a, b); }
   static CSM_DEVICE double exp(double d) { return ::exp(d); }
   static CSM_DEVICE double log(double v) { return ::log(v); }
   static CSM_DEVICE double rcp(double v) { return 1.0 / v; }
@@ -262,11 +265,16 @@ template <typename C, int NV> CSM_DEVICE MD<C> md_of_values(const C* v) {
   if (m != Num<C>::neg_inf()) {
 #pragma unroll
     for (int i = 0; i < NV; ++i) d += Num<C>::exp(v[i] - m);
+  } else {
+    // fmax drops NaN: the values are all -inf (d = 0) or include a NaN
+#pragma unroll
+    for (int i = 0; i < NV; ++i)
+      if (v[i] != v[i]) d = Num<C>::nan();
   }
   MD<C> r;
   r.m = m;
   r.d = d;
-  // a NaN value is dropped by fmax but reaches d through e^(NaN - m)
+  // a NaN next to finite values reaches d through e^(NaN - m)
   return r;
 }
 
@@ -285,9 +293,13 @@ template <typename C, int NV> CSM_DEVICE MD<C> md_exp_inplace(C* v) {
       v[i] = Num<C>::exp(v[i] - m);
       d += v[i];
     }
-  } else {
+  } else {  // all -inf (zeros) or NaN among -inf (fmax dropped it): keep the NaN
 #pragma unroll
-    for (int i = 0; i < NV; ++i) v[i] = C(0);
+    for (int i = 0; i < NV; ++i) {
+      const bool isnan = v[i] != v[i];
+      v[i] = isnan ? v[i] : C(0);
+      if (isnan) d = v[i];
+    }
   }
   MD<C> r;
   r.m = m;
@@ -338,7 +350,7 @@ template <typename C, int WIDTH> CSM_DEVICE C warp_allreduce_sum(C v) {
 
 template <typename C, int WIDTH> CSM_DEVICE C warp_allreduce_max(C v) {
 #pragma unroll
-  for (int off = WIDTH / 2; off > 0; off >>= 1) v = Num<C>::max(v, shfl_xor(v, off));
+  for (int off = WIDTH / 2; off > 0; off >>= 1) v = Num<C>::max_nan(v, shfl_xor(v, off));
   return v;
 }
 

@@ -338,9 +338,9 @@ CSM_DEVICE void stream_pass(const T* row, i64 p_begin, i64 p_end, int mis, i64 L
   }
 }
 
-template <typename C> struct MaxOp {
+template <typename C> struct MaxOp {  // max that keeps a NaN (fmax would drop it)
   C m;
-  CSM_DEVICE void operator()(C v) { m = Num<C>::max(m, v); }
+  CSM_DEVICE void operator()(C v) { m = Num<C>::max_nan(m, v); }
 };
 template <typename C> struct SumExpOp {  // sum e^(v - m); m = 0 gives the naive sum
   C m, s;

@@ -35,13 +35,8 @@ template <typename TY, typename TD, typename U> struct BwdCompute {
   typedef decltype(CY() + CD() + CU()) type;
 };
 
-// Zero of a storage type (all bits clear: +0 for every float format).
-template <typename T> CSM_DEVICE T storage_zero() { return T(0); }
-template <> CSM_DEVICE f16_t storage_zero<f16_t>() { f16_t r; r.bits = 0; return r; }
-template <> CSM_DEVICE bf16_t storage_zero<bf16_t>() { bf16_t r; r.bits = 0; return r; }
-
-// e^x in double without branches (libdevice's exp has a branch per call for
-// |x| > 708, which makes ptxas spill once a thread holds a few rows' worth):
+// e^x in double without branches (libdevice's exp branches per call for
+// |x| > 708; a thread holding many values then carries many live branches):
 // x = k ln2 + r, |r| <= ln2 / 2, e^r by libdevice's polynomial, times 2^k in
 // two factors so overflow (inf) and underflow (subnormals, 0) come out right.
 // x is clamped to +-1080 (k within +-1559); NaN passes the comparisons.

@@ -26,16 +26,22 @@
 // below every real candidate. float compute: 32-bit value key + 32-bit index
 // in a u64 (rows shorter than 2^32 - 1); double compute: two u64.
 //
-// Selection (per warp, no block barriers while streaming): each warp owns a
-// sorted "top" list of KP = next_pow2(k) candidates and INC "incoming" slots
-// in shared memory. An element is a candidate only if it beats tau, the
-// warp's current k-th best (a lower bound of the row's k-th best); in the
-// steady state this is one integer compare per element and one vote per
-// batch. Candidates are appended (ballot + popc); when the incoming slots are
-// full the warp sorts them (bitonic) and merges them into the top list
-// (top[i] = max(top[i], inc[KP-1-i]) is bitonic and holds the top KP of both;
-// one bitonic merge sorts it), then raises tau. At the end of the row the
-// warps' lists are merged pairwise the same way by the whole block.
+// Selection. A "group" owns a sorted "top" list of KP = next_pow2(k)
+// candidates and INC "incoming" slots in shared memory: a warp (KP <= 64: no
+// block barriers while streaming) or the whole block (KP >= 128: one list, so
+// the block's k-th best filters and far fewer elements become candidates).
+// An element is a candidate only if it is not below tau, a lower bound of the
+// row's k-th best (the group's k-th best so far; the largest value of any
+// warp's tau is shared through shared memory). In the steady state this is
+// one float compare per element and one vote per batch. Candidates are
+// appended (ballot + popc, one atomic per warp for block lists); when the
+// incoming slots are full the group sorts them (bitonic) and merges them into
+// the top list (top[i] = max(top[i], inc[KP-1-i]) is bitonic and holds the
+// top KP of both; one bitonic merge sorts it), then raises tau. Warp lists
+// start from a pre-threshold: the k-th best of the lanes' best candidates of
+// the first batch (k <= 32; the ceil(k/2)-th of the lanes' second best for
+// k <= 64). At the end of the row the warps' lists are merged pairwise the
+// same way by the whole block.
 #include "common.cuh"
 
 enum { TOPK_ONLINE = 0, TOPK_SAFE = 1, TOPK_SELECT = 2 };
@@ -45,10 +51,15 @@ enum { TOPK_OUT_F16 = 0, TOPK_OUT_BF16 = 1, TOPK_OUT_F32 = 2, TOPK_OUT_F64 = 3 }
 #define TOPK_MAX_THREADS 256
 #define TOPK_FULL 0xffffffffu
 
-// Blocks of TOPK_MAX_THREADS per SM the stream kernel is built for: caps its
-// registers at 80 (float compute) / 128 (double) per thread.
-template <typename C> struct TopkMinBlocks { enum { value = 3 }; };
-template <> struct TopkMinBlocks<double> { enum { value = 2 }; };
+// Blocks of TOPK_MAX_THREADS per SM the stream kernel is built for, which caps
+// its registers: 4 -> 64 per thread (float), 3 -> 80 (16-bit input, float
+// compute: the conversions), 2 -> 128 (double), 1 (16-bit input, double).
+template <typename T, typename C> struct TopkMinBlocks { enum { value = 4 }; };
+template <typename T> struct TopkMinBlocks<T, double> { enum { value = 2 }; };
+template <> struct TopkMinBlocks<f16_t, float> { enum { value = 3 }; };
+template <> struct TopkMinBlocks<bf16_t, float> { enum { value = 3 }; };
+template <> struct TopkMinBlocks<f16_t, double> { enum { value = 1 }; };
+template <> struct TopkMinBlocks<bf16_t, double> { enum { value = 1 }; };
 
 // ----------------------------------------------------------------------------
 // Candidates.
@@ -62,12 +73,6 @@ template <typename C> struct Cand;
 template <> struct Cand<float> {
   typedef u64 type;
   typedef unsigned key_t;
-  // Order-preserving key of the raw bits (no -0 / NaN fix): enough for the
-  // prefilter, where it only has to keep every candidate that can win.
-  static CSM_DEVICE unsigned raw_key(float x) {
-    const unsigned b = __float_as_uint(x);
-    return b ^ ((unsigned)((int)b >> 31) | 0x80000000u);
-  }
   // Exact ranking key: -0 -> +0, every NaN -> 0 (lowest).
   static CSM_DEVICE unsigned key(float x) {
     unsigned b = __float_as_uint(x);
@@ -83,18 +88,24 @@ template <> struct Cand<float> {
   static CSM_DEVICE unsigned hi(u64 c) { return (unsigned)(c >> 32); }
   static CSM_DEVICE i64 index(u64 c) { return (i64)(0xffffffffu - (unsigned)c); }
   static CSM_DEVICE float value(u64 c) {  // inverse of key(); key 0 gives a NaN
-    const unsigned k = hi(c);
+    return key_value(hi(c));
+  }
+  static CSM_DEVICE float key_value(unsigned k) {
     return __uint_as_float((k & 0x80000000u) ? (k ^ 0x80000000u) : ~k);
   }
+  // A float t with (v >= t) for every v whose key is >= thr (thr > 0), under
+  // -ftz comparisons: thresholds of zero / subnormal size become -FLT_MIN.
+  static CSM_DEVICE float prefilter_value(unsigned thr) {
+    const float t = key_value(thr);
+    return (__float_as_uint(t) & 0x7f800000u) ? t : -1.17549435e-38f;
+  }
+  static CSM_DEVICE u64 shfl_xor(u64 c, int m) { return __shfl_xor_sync(0xffffffffu, c, m); }
+  static CSM_DEVICE u64 shfl(u64 c, int src) { return __shfl_sync(0xffffffffu, c, src); }
 };
 
 template <> struct Cand<double> {
   typedef topk_wide_t type;
   typedef u64 key_t;
-  static CSM_DEVICE u64 raw_key(double x) {
-    const u64 b = (u64)__double_as_longlong(x);
-    return b ^ ((u64)((i64)b >> 63) | 0x8000000000000000ull);
-  }
   static CSM_DEVICE u64 key(double x) {
     u64 b = (u64)__double_as_longlong(x);
     if (b == 0x8000000000000000ull) b = 0ull;
@@ -118,11 +129,43 @@ template <> struct Cand<double> {
   }
   static CSM_DEVICE u64 hi(const topk_wide_t& c) { return c.hi; }
   static CSM_DEVICE i64 index(const topk_wide_t& c) { return (i64)~c.lo; }
-  static CSM_DEVICE double value(const topk_wide_t& c) {
-    const u64 k = c.hi;
+  static CSM_DEVICE double value(const topk_wide_t& c) { return key_value(c.hi); }
+  static CSM_DEVICE double key_value(u64 k) {
     return __longlong_as_double((i64)((k & 0x8000000000000000ull) ? (k ^ 0x8000000000000000ull) : ~k));
   }
+  static CSM_DEVICE double prefilter_value(u64 thr) { return key_value(thr); }  // no ftz for double
+  static CSM_DEVICE topk_wide_t shfl_xor(const topk_wide_t& c, int m) {
+    topk_wide_t r;
+    r.hi = __shfl_xor_sync(0xffffffffu, c.hi, m);
+    r.lo = __shfl_xor_sync(0xffffffffu, c.lo, m);
+    return r;
+  }
+  static CSM_DEVICE topk_wide_t shfl(const topk_wide_t& c, int src) {
+    topk_wide_t r;
+    r.hi = __shfl_sync(0xffffffffu, c.hi, src);
+    r.lo = __shfl_sync(0xffffffffu, c.lo, src);
+    return r;
+  }
 };
+
+// The k-th best (k <= 32) of one candidate per lane, on every lane: a bitonic
+// sort across the warp through shuffles, best first.
+template <typename CT>
+CSM_DEVICE typename CT::type warp_kth_best(typename CT::type c, int k, int lane) {
+  typedef typename CT::type K;
+#pragma unroll
+  for (int size = 2; size <= 32; size <<= 1) {
+#pragma unroll
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      const K o = CT::shfl_xor(c, stride);
+      // in a best-first block the lower lane of a pair keeps the better one
+      const bool keep_better = ((lane & stride) == 0) == ((lane & size) == 0 || size == 32);
+      const bool o_better = CT::better(o, c);
+      if (keep_better == o_better) c = o;
+    }
+  }
+  return CT::shfl(c, k - 1);
+}
 
 // ----------------------------------------------------------------------------
 // (max, sum) of NV values that also carries a NaN whose group max is -inf
@@ -164,15 +207,26 @@ template <typename C, bool MAX> CSM_DEVICE C topk_block_reduce(C v, C* red) {
 }
 
 // ----------------------------------------------------------------------------
-// Bitonic sorting networks on shared memory, best first.
+// Bitonic sorting networks on shared memory, best first, run by a "group":
+// one warp (gt = lane, gn = 32, synchronised by __syncwarp) or the whole block
+// (gt = threadIdx.x, gn = blockDim.x, __syncthreads): `blk` is uniform.
 // Pair t of a stage with distance `stride` is (i, i + stride), i = 2t - t % stride.
 // ----------------------------------------------------------------------------
-// Warp-cooperative sort of s[0, n), n a power of two.
-template <typename CT> CSM_DEVICE void warp_bitonic_sort(typename CT::type* s, int n, int lane) {
+CSM_DEVICE void group_sync(bool blk) {
+  if (blk) {
+    __syncthreads();
+  } else {
+    __syncwarp();
+  }
+}
+
+// Sort of s[0, n), n a power of two.
+template <typename CT>
+CSM_DEVICE void group_bitonic_sort(typename CT::type* s, int n, int gt, int gn, bool blk) {
   typedef typename CT::type K;
   for (int size = 2; size <= n; size <<= 1) {
     for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      for (int t = lane; t < (n >> 1); t += 32) {
+      for (int t = gt; t < (n >> 1); t += gn) {
         const int i = 2 * t - (t & (stride - 1)), j = i + stride;
         const K a = s[i], b = s[j];
         // blocks of `size` alternate direction; the last one is best-first
@@ -182,16 +236,17 @@ template <typename CT> CSM_DEVICE void warp_bitonic_sort(typename CT::type* s, i
           s[j] = a;
         }
       }
-      __syncwarp();
+      group_sync(blk);
     }
   }
 }
 
-// Warp-cooperative merge of a bitonic sequence s[0, n) into best-first order.
-template <typename CT> CSM_DEVICE void warp_bitonic_merge(typename CT::type* s, int n, int lane) {
+// Merge of a bitonic sequence s[0, n) into best-first order.
+template <typename CT>
+CSM_DEVICE void group_bitonic_merge(typename CT::type* s, int n, int gt, int gn, bool blk) {
   typedef typename CT::type K;
   for (int stride = n >> 1; stride > 0; stride >>= 1) {
-    for (int t = lane; t < (n >> 1); t += 32) {
+    for (int t = gt; t < (n >> 1); t += gn) {
       const int i = 2 * t - (t & (stride - 1)), j = i + stride;
       const K a = s[i], b = s[j];
       if (CT::better(b, a)) {
@@ -199,32 +254,33 @@ template <typename CT> CSM_DEVICE void warp_bitonic_merge(typename CT::type* s, 
         s[j] = a;
       }
     }
-    __syncwarp();
+    group_sync(blk);
   }
 }
 
-// Fold a warp's n_in incoming candidates (top + KP, unsorted) into its sorted
-// top list top[0, KP). Ends with __syncwarp.
+// Fold a group's n_in incoming candidates (top + KP, unsorted) into its
+// sorted top list top[0, KP). Starts and ends with a group barrier.
 template <typename CT>
-CSM_DEVICE void warp_compact(typename CT::type* top, int n_in, int lane, int KP) {
+CSM_DEVICE void group_compact(typename CT::type* top, int n_in, int KP, int gt, int gn, bool blk) {
   typedef typename CT::type K;
   K* inc = top + KP;
   int n = 1;
   while (n < n_in) n <<= 1;
-  __syncwarp();  // appends of every lane visible
-  for (int i = n_in + lane; i < n; i += 32) inc[i] = CT::empty();
-  __syncwarp();
-  warp_bitonic_sort<CT>(inc, n, lane);
+  group_sync(blk);  // appends of every thread visible
+  for (int i = n_in + gt; i < n; i += gn) inc[i] = CT::empty();
+  group_sync(blk);
+  group_bitonic_sort<CT>(inc, n, gt, gn, blk);
   // top KP of (top U inc): max(top[i], inc[KP-1-i]) is bitonic and holds them
-  for (int i = lane; i < KP; i += 32) {
+  for (int i = gt; i < KP; i += gn) {
     const int j = KP - 1 - i;
     if (j < n) {
       const K b = inc[j];
       if (CT::better(b, top[i])) top[i] = b;
     }
   }
-  __syncwarp();
-  warp_bitonic_merge<CT>(top, KP, lane);
+  group_sync(blk);
+  group_bitonic_merge<CT>(top, KP, gt, gn, blk);
+  group_sync(blk);
 }
 
 // Block-cooperative merge of nlists sorted lists s + w * LS (w < nlists), each
@@ -291,6 +347,39 @@ CSM_DEVICE void topk_write(const typename Cand<C>::type* list, MD<C> md, void* v
 }
 
 // ----------------------------------------------------------------------------
+// One batch of a thread: packs base + u * blockDim.x + threadIdx.x (u < UNROLL)
+// as compute values, -inf outside this block's columns [.., cend). Returns
+// true when every element is inside (no per-element checks were needed).
+// ----------------------------------------------------------------------------
+template <typename C, typename T, int PACK, int UNROLL>
+CSM_DEVICE bool topk_load_batch(const T* row, i64 base, i64 pe, int mis, i64 L, i64 cend, C* v) {
+  const i64 p0 = base + threadIdx.x;
+  const i64 c_first = p0 * PACK - mis;
+  const i64 c_last = (p0 + (i64)(UNROLL - 1) * blockDim.x) * PACK - mis + PACK;  // exclusive
+  if (c_first >= 0 && c_last <= cend) {
+    Pack<T, PACK> pk[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) pk[u] = load_pack<T, PACK>(row + c_first + (i64)u * blockDim.x * PACK);
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+      for (int e = 0; e < PACK; ++e) v[u * PACK + e] = to_compute<C>(pk[u].v[e]);
+    return true;
+  }
+#pragma unroll
+  for (int u = 0; u < UNROLL; ++u) {
+    const i64 p = p0 + (i64)u * blockDim.x;
+    if (p < pe) {
+      load_row_pack<C, T, PACK>(row, p, mis, L, Num<C>::neg_inf(), v + u * PACK);
+    } else {
+#pragma unroll
+      for (int e = 0; e < PACK; ++e) v[u * PACK + e] = Num<C>::neg_inf();
+    }
+  }
+  return false;
+}
+
+// ----------------------------------------------------------------------------
 // topk_stream: grid (splits, row blocks); block (s, b) streams packs
 // [s * pps, (s + 1) * pps) of rows b, b + gridDim.y, ... . Thread t owns packs
 // base + u * blockDim.x + t (u < UNROLL) of each batch, so a warp reads 32
@@ -303,33 +392,46 @@ CSM_DEVICE void topk_write(const typename Cand<C>::type* list, MD<C> md, void* v
 // its (m, d) to wsm[2 * (r * splits + s)], for topk_merge.
 // ----------------------------------------------------------------------------
 template <typename T, typename C, int MODE, int UNROLL>
-__global__ void __launch_bounds__(TOPK_MAX_THREADS, TopkMinBlocks<C>::value)
+__global__ void __launch_bounds__(TOPK_MAX_THREADS, TopkMinBlocks<T, C>::value)
 topk_stream(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx,
             typename Cand<C>::type* __restrict__ wsk, C* __restrict__ wsm,
-            i64 rows, i64 L, i64 sx, i64 k, i64 kp, i64 inc_slots, i64 pps, i64 out_code, i64 log) {
+            i64 rows, i64 L, i64 sx, i64 k, i64 kp, i64 inc_slots, i64 block_lists, i64 pps,
+            i64 out_code, i64 log) {
   typedef Cand<C> CT;
   typedef typename CT::type K;
   typedef typename CT::key_t KT;
   constexpr int PACK = 16 / sizeof(T);
   constexpr int E = UNROLL * PACK;  // elements per thread per batch (<= 32)
   static_assert(E <= 32, "one mask bit per element of a batch");
-  const int KP = (int)kp, INC = (int)inc_slots, LS = KP + INC;  // powers of two, INC >= 32
+  const int KP = (int)kp, INC = (int)inc_slots, LS = KP + INC;  // powers of two, INC >= group size
   extern __shared__ __align__(16) unsigned char topk_smem[];
   __shared__ MD<C> red_md[32];
   __shared__ C red_c[32];
+  // Largest value key of any group's tau: every group has k candidates at or
+  // above its tau, so an element whose value key is below this cannot win.
+  __shared__ KT tau_shared;
+  __shared__ int blk_n;  // block lists: candidates in inc[] (== n_in)
   K* lists = reinterpret_cast<K*>(topk_smem);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   const unsigned lanes_below = (1u << lane) - 1u;
-  K* top = lists + warp * LS;
+  // the group owning a list: a warp, or the whole block (block_lists)
+  const bool blk = block_lists != 0;
+  const int gt = blk ? (int)threadIdx.x : lane, gn = blk ? (int)blockDim.x : 32;
+  K* top = lists + (blk ? 0 : warp) * LS;
   K* inc = top + KP;
   const i64 s = blockIdx.x, splits = gridDim.x;
   const i64 step = (i64)blockDim.x * UNROLL;
 
   for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
-    for (int i = lane; i < KP; i += 32) top[i] = CT::empty();
-    __syncwarp();
-    K tau = CT::empty();  // warp-uniform: the warp's k-th best so far
-    int n_in = 0;         // warp-uniform: candidates in inc[]
+    for (int i = gt; i < KP; i += gn) top[i] = CT::empty();
+    if (threadIdx.x == 0) {
+      tau_shared = KT(0);
+      blk_n = 0;
+    }
+    __syncthreads();
+    K tau = CT::empty();  // group-uniform: lower bound of the row's k-th best
+    int n_in = 0;         // group-uniform: candidates in inc[]
+    bool fresh = !blk && k <= 64;  // warp lists: pre-threshold pending
     const T* row = x + r * sx;
     const int mis = row_misalignment<T, PACK>(row);
     const i64 np = row_packs<PACK>(L, mis);
@@ -344,16 +446,7 @@ topk_stream(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ 
       C mx = Num<C>::neg_inf();
       for (i64 base = pb; base < pe; base += step) {
         C v[E];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-          const i64 p = base + (i64)u * blockDim.x + threadIdx.x;
-          if (p < pe) {
-            load_row_pack<C, T, PACK>(row, p, mis, L, Num<C>::neg_inf(), v + u * PACK);
-          } else {
-#pragma unroll
-            for (int e = 0; e < PACK; ++e) v[u * PACK + e] = Num<C>::neg_inf();
-          }
-        }
+        topk_load_batch<C, T, PACK, UNROLL>(row, base, pe, mis, L, cend, v);
 #pragma unroll
         for (int e = 0; e < E; ++e) mx = Num<C>::max(mx, v[e]);
       }
@@ -362,16 +455,7 @@ topk_stream(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ 
 
     for (i64 base = pb; base < pe; base += step) {
       C v[E];
-#pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        const i64 p = base + (i64)u * blockDim.x + threadIdx.x;
-        if (p < pe) {
-          load_row_pack<C, T, PACK>(row, p, mis, L, Num<C>::neg_inf(), v + u * PACK);
-        } else {
-#pragma unroll
-          for (int e = 0; e < PACK; ++e) v[u * PACK + e] = Num<C>::neg_inf();
-        }
-      }
+      const bool full = topk_load_batch<C, T, PACK, UNROLL>(row, base, pe, mis, L, cend, v);
       if (MODE == TOPK_ONLINE) {
         md = md_merge(md, topk_md_of<C, E>(v));
       } else if (MODE == TOPK_SAFE) {
@@ -380,23 +464,62 @@ topk_stream(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ 
           for (int e = 0; e < E; ++e) dsum += Num<C>::exp(v[e] - md.m);
         }
       }
-      // prefilter: strictly above tau's value (or tau empty / NaN-valued)
+      // prefilter: the smallest value key that may enter is above tau's
+      // (strictly: tau's element precedes this batch, so a tie loses on the
+      // index) and at least the shared bound. 0: everything may enter.
       const KT tv = CT::hi(tau);
-      bool any = (tv == KT(0));
+      const KT tsh = *reinterpret_cast<volatile KT*>(&tau_shared);
+      const KT thr = (tv == KT(0)) ? tsh : (tv + 1 > tsh ? tv + 1 : tsh);
+      const C thr_v = CT::prefilter_value(thr);
+      bool any = thr == KT(0);
 #pragma unroll
-      for (int e = 0; e < E; ++e) any |= CT::raw_key(v[e]) > tv;
-      if (!__any_sync(TOPK_FULL, any)) continue;
+      for (int e = 0; e < E; ++e) any |= v[e] >= thr_v;
+      if (!(blk ? __syncthreads_or(any) : __any_sync(TOPK_FULL, any))) continue;
 
       const i64 c0 = (base + threadIdx.x) * PACK - mis;  // column of v[0]
-      unsigned mask = 0u;  // elements of this thread that may enter
+      // elements of this thread that may enter: the prefilter again (a
+      // superset of key >= thr; the exact test is per candidate below), in
+      // this block's columns
+      unsigned mask = 0u;
+      if (thr == KT(0)) {
+        mask = (E == 32) ? 0xffffffffu : ((1u << E) - 1u);
+      } else {
 #pragma unroll
-      for (int e = 0; e < E; ++e) {
-        const i64 col = c0 + (e / PACK) * spk + (e % PACK);
-        const bool ok = (u64)col < (u64)cend;  // 0 <= col < cend
-        if (ok && (tv == KT(0) || CT::raw_key(v[e]) > tv)) mask |= 1u << e;
+        for (int e = 0; e < E; ++e) mask |= (v[e] >= thr_v ? 1u : 0u) << e;
       }
-      // one candidate per lane per round, appended warp-wide
-      while (__any_sync(TOPK_FULL, mask != 0u)) {
+      if (!full) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          const i64 col = c0 + (e / PACK) * spk + (e % PACK);
+          if ((u64)col >= (u64)cend) mask &= ~(1u << e);  // outside [0, cend)
+        }
+      }
+      if (fresh) {
+        // pre-threshold (warp lists, k <= 64): with each lane's m-th best
+        // candidate (m = 1, or 2 for k > 32), the ceil(k/m)-th best of those
+        // has at least k candidates of this batch at or above it
+        K b1 = CT::empty(), b2 = CT::empty();
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          if (mask & (1u << e)) {
+            const K c = CT::make(v[e], c0 + (e / PACK) * spk + (e % PACK));
+            if (CT::better(c, b1)) {
+              b2 = b1;
+              b1 = c;
+            } else if (CT::better(c, b2)) {
+              b2 = c;
+            }
+          }
+        }
+        const K t0 = (k <= 32) ? warp_kth_best<CT>(b1, (int)k, lane)
+                               : warp_kth_best<CT>(b2, (int)((k + 1) / 2), lane);
+        if (CT::better(t0, tau)) tau = t0;
+        if (lane == 0 && CT::hi(tau) != KT(0)) atomicMax(&tau_shared, CT::hi(tau));
+        fresh = false;
+      }
+      // one candidate per thread per round, appended group-wide; a candidate
+      // enters if it is not worse than tau (tau itself may be one of them)
+      while (blk ? __syncthreads_or(mask != 0u) : __any_sync(TOPK_FULL, mask != 0u)) {
         const bool has = mask != 0u;
         const int e = has ? __ffs(mask) - 1 : 0;
         mask &= mask - 1u;
@@ -405,23 +528,34 @@ topk_stream(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ 
         for (int q = 1; q < E; ++q)
           if (q == e) xv = v[q];
         const K c = CT::make(xv, c0 + (e / PACK) * spk + (e % PACK));
-        bool take = has && CT::better(c, tau);
-        unsigned bal = __ballot_sync(TOPK_FULL, take);
-        if (bal == 0u) continue;
-        if (n_in + __popc(bal) > INC) {
-          warp_compact<CT>(top, n_in, lane, KP);
+        bool take = has && !CT::better(tau, c) && CT::hi(c) >= tsh;
+        int cnt = blk ? __syncthreads_count(take) : __popc(__ballot_sync(TOPK_FULL, take));
+        if (cnt == 0) continue;
+        if (n_in + cnt > INC) {
+          group_compact<CT>(top, n_in, KP, gt, gn, blk);
           n_in = 0;
-          tau = top[k - 1];
-          take = take && CT::better(c, tau);
-          bal = __ballot_sync(TOPK_FULL, take);
+          if (blk && threadIdx.x == 0) blk_n = 0;
+          const K t = top[k - 1];
+          if (CT::better(t, tau)) tau = t;
+          if (lane == 0 && CT::hi(tau) != KT(0)) atomicMax(&tau_shared, CT::hi(tau));
+          take = take && !CT::better(tau, c);
+          cnt = blk ? __syncthreads_count(take) : __popc(__ballot_sync(TOPK_FULL, take));
         }
-        if (take) inc[n_in + __popc(bal & lanes_below)] = c;
-        n_in += __popc(bal);
+        const unsigned bal = __ballot_sync(TOPK_FULL, take);
+        int pos = n_in;
+        if (blk && bal != 0u) {  // one atomic per warp on the block's counter
+          const int leader = __ffs(bal) - 1;
+          int wb = 0;
+          if (lane == leader) wb = atomicAdd(&blk_n, __popc(bal));
+          pos = __shfl_sync(TOPK_FULL, wb, leader);
+        }
+        if (take) inc[pos + __popc(bal & lanes_below)] = c;
+        n_in += cnt;
       }
     }
-    if (n_in > 0) warp_compact<CT>(top, n_in, lane, KP);
+    if (n_in > 0) group_compact<CT>(top, n_in, KP, gt, gn, blk);
     __syncthreads();
-    block_tree_merge<CT>(lists, nwarps, LS, KP);
+    block_tree_merge<CT>(lists, blk ? 1 : nwarps, LS, KP);
 
     if (MODE == TOPK_ONLINE) md = topk_block_md<C>(md, red_md);
     if (MODE == TOPK_SAFE) md.d = topk_block_reduce<C, false>(dsum, red_c);
