@@ -7,7 +7,6 @@ Without a usable GPU: says so in one line and exits with status 1.
 from __future__ import annotations
 
 import sys
-import time
 
 
 def _gpu_ok():

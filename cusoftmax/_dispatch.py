@@ -101,6 +101,9 @@ MAX_BLOCKS_PER_SM = 32
 #: Allowed "packs per thread" values (template instantiations): a need is
 #: rounded up to the next of these.
 NP_LADDER = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+#: Coarser ladder for cluster kernels and scalar rows (fewer instantiations
+#: to compile; the unused register slots are masked out).
+NP_LADDER_COARSE = (1, 2, 4, 8, 16, 32)
 
 ALGORITHMS = ("auto", "naive", "safe", "online")
 _ALGO_ID = {"naive": "ALGO_NAIVE", "safe": "ALGO_SAFE", "online": "ALGO_ONLINE"}
@@ -156,8 +159,8 @@ def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def _ladder(n: int) -> int:
-    for v in NP_LADDER:
+def _ladder(n: int, ladder=None) -> int:
+    for v in (ladder or NP_LADDER):
         if n <= v:
             return v
     raise ValueError(n)
@@ -235,11 +238,16 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
     warp_max = 32 * (WARP_NP_MAX_16 if narrow else np_max)
     if packs <= warp_max:
         lanes = min(32, _next_pow2(_cdiv(packs, 1 if narrow else PACKS_PER_LANE)))
-        np_ = _ladder(_cdiv(packs, lanes))
+        np_ = _ladder(_cdiv(packs, lanes), None if pack > 1 else NP_LADDER_COARSE)
         rows_per_block = WARP_KERNEL_THREADS // 32 * (32 // lanes)
         grid = min(_cdiv(rows, rows_per_block), sms * MAX_BLOCKS_PER_SM)
         k = f"softmax_warp<{T}, {U}, {LG}, {pack}, {np_}, {lanes}>"
         return LaunchPlan("warp", src, k, (grid,), (WARP_KERNEL_THREADS,), pack)
+
+    # rows whose input and output disagree on vector alignment (a rare user
+    # `out=` at an odd offset): scalar accesses, beyond a warp the stream kernel
+    if pack == 1:
+        return _plan_stream(rows, pack, T, U, LG, sms)
 
     cluster_ok = dev.has_clusters
     block_cap = MAX_BLOCK_THREADS * np_max
@@ -250,7 +258,7 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
         cluster = min(MAX_CLUSTER, sms // rows,
                       _next_pow2(_cdiv(packs, CLUSTER_THREADS * PACKS_PER_THREAD_FEW)))
         cluster = 1 << (cluster.bit_length() - 1)
-        np_ = _ladder(_cdiv(packs, cluster * CLUSTER_THREADS))
+        np_ = _ladder(_cdiv(packs, cluster * CLUSTER_THREADS), NP_LADDER_COARSE)
         k = f"softmax_cluster<{T}, {U}, {LG}, {pack}, {np_}, {CLUSTER_THREADS}, {cluster}>"
         return LaunchPlan("cluster", src, k, (rows * cluster,), (CLUSTER_THREADS,), pack)
 
@@ -295,7 +303,7 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
             if fits:
                 cl = fits[0]
                 threads = MAX_BLOCK_THREADS if packs > cl * CLUSTER_THREADS * np_max else CLUSTER_THREADS
-                np_ = _ladder(_cdiv(packs, cl * threads))
+                np_ = _ladder(_cdiv(packs, cl * threads), NP_LADDER_COARSE)
                 k = f"softmax_cluster<{T}, {U}, {LG}, {pack}, {np_}, {threads}, {cl}>"
                 return LaunchPlan("cluster", src, k, (rows * cl,), (threads,), pack)
         return _plan_split(rows, packs, pack, T, U, LG, in_dtype, out_dtype, sms)
@@ -304,7 +312,7 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
     # rows this long stream faster: measured)
     if cluster_ok and not narrow and packs <= MAX_CLUSTER * CLUSTER_THREADS * np_max:
         cluster = next(c for c in (2, 4, 8) if packs <= c * CLUSTER_THREADS * np_max)
-        np_ = _ladder(_cdiv(packs, cluster * CLUSTER_THREADS))
+        np_ = _ladder(_cdiv(packs, cluster * CLUSTER_THREADS), NP_LADDER_COARSE)
         k = f"softmax_cluster<{T}, {U}, {LG}, {pack}, {np_}, {CLUSTER_THREADS}, {cluster}>"
         nclusters = min(rows, max(1, (sms * MAX_BLOCKS_PER_SM) // cluster))
         return LaunchPlan("cluster", src, k, (nclusters * cluster,), (CLUSTER_THREADS,), pack)

@@ -11,7 +11,7 @@ import threading
 
 import numpy
 
-from . import _dispatch
+
 from ._dispatch import DeviceInfo, LaunchPlan
 from ._loader import get_kernel
 

@@ -1,5 +1,5 @@
 """Host time per call of the pieces between a softmax call and its launch."""
-import time, threading, ctypes, numpy as np, cupy as cp
+import time, numpy as np, cupy as cp
 import cusoftmax as cs
 from cupy_backends.cuda.api import driver
 

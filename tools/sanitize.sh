@@ -4,7 +4,7 @@
 # results checked) and print each tool's summary line.
 #
 #   tools/sanitize.sh                 # needs a GPU and compute-sanitizer
-#   LOG_DIR=/tmp/logs tools/sanitize.sh
+#   LOG_DIR=/tmp/logs SANITIZE_TIMEOUT=600 tools/sanitize.sh   # logs, per-tool time limit (s)
 #
 # Exit status: 0 if every tool reports 0 errors and the sample's results are
 # right; 1 otherwise; 2 if compute-sanitizer is missing.
@@ -35,7 +35,7 @@ for tool in memcheck racecheck synccheck; do
   log="$LOG_DIR/$tool.log"
   extra=()
   [ "$tool" = racecheck ] && extra=(--racecheck-report all)
-  "$CS" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 20 \
+  timeout "${SANITIZE_TIMEOUT:-900}" "$CS" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 20 \
         "$PY" tools/sanitize_sample.py > "$log" 2>&1
   rc=$?
   summary=$(grep -E "(ERROR|RACECHECK) SUMMARY" "$log" | tail -1 | sed 's/^=* *//')

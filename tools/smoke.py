@@ -1,5 +1,5 @@
 """Quick GPU smoke check of every forward regime against the reference."""
-import sys, time, traceback
+import time, traceback
 import numpy as np, cupy as cp
 import cusoftmax as cs
 from cusoftmax import reference as ref

@@ -1,0 +1,348 @@
+"""cusoftmax.softmax_topk against the float64 reference (cusoftmax.reference).
+
+GPU tests compare values (per-dtype tolerance), indices (exactly: the tie rule
+makes them unique) and the logits at the returned indices, over hypothesis-
+drawn problems, every dispatch threshold +-1 (rows, columns, k) and the
+special values; every algorithm passes the same checks. CPU tests cover the
+argument checks, the regime table and the NVRTC compile of every kernel the
+dispatcher can pick (no spills, sm_80 and sm_90).
+"""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cusoftmax
+from cusoftmax import _dispatch, reference
+from cusoftmax._dispatch import DeviceInfo
+from cusoftmax._topk import _check_k, _check_k_type, _topk_axis
+
+from _util import DTYPES, np_dtype, to_gpu, tolerance
+
+ALGOS = _dispatch.TOPK_ALGORITHMS
+H100 = DeviceInfo(sm_count=132, cc=90)
+A100 = DeviceInfo(sm_count=108, cc=80)
+
+
+# ----------------------------------------------------------------------------
+# helpers
+# ----------------------------------------------------------------------------
+def _device():
+    from cusoftmax._launch import device_info
+    import cupy
+    return device_info(cupy.cuda.runtime.getDevice())
+
+
+def make_data(rng, shape, style):
+    """Host float64 logits of a given style."""
+    n = math.prod(shape)
+    if style == "normal":
+        a = rng.standard_normal(n) * 3
+    elif style == "ties":  # heavy ties: small integers
+        a = rng.integers(-3, 4, n).astype(np.float64)
+    elif style == "sorted":  # ascending rows: every element beats the running threshold
+        a = np.sort(rng.standard_normal(shape), axis=-1).reshape(-1)
+    elif style == "wide":  # probabilities that underflow
+        a = rng.standard_normal(n) * 60
+    elif style == "specials":
+        a = rng.integers(-3, 4, n).astype(np.float64)
+        sp = rng.choice(np.array([np.nan, -np.inf, np.inf, -0.0, 0.0]), n)
+        m = rng.random(n) < 0.15
+        a[m] = sp[m]
+    elif style == "neginf":  # -inf heavy, some rows all -inf
+        a = rng.integers(-3, 4, n).astype(np.float64)
+        a[rng.random(n) < 0.6] = -np.inf
+    else:
+        raise ValueError(style)
+    return a.reshape(shape)
+
+
+def check(x, k, axis=-1, log=False, dtype=None, algorithm="auto"):
+    """Run softmax_topk and compare with the reference; returns the result."""
+    res = cusoftmax.softmax_topk(x, k, axis=axis, log=log, dtype=dtype, algorithm=algorithm)
+    assert isinstance(res, cusoftmax.TopK)
+    v, i = res
+    ref = reference.softmax_topk(x, k, axis=axis, log=log)
+    in_name = x.dtype.name if x.dtype.name in DTYPES else "float64"  # integers: float64
+    out_name = np.dtype(np_dtype(dtype) if isinstance(dtype, str) else dtype).name if dtype is not None \
+        else in_name
+    assert v.dtype.name == out_name
+    assert i.dtype == np.int64
+    assert v.shape == ref.values.shape and i.shape == ref.indices.shape
+    assert v.flags.c_contiguous and i.flags.c_contiguous
+    ih = i.get()
+    # indices exactly (ties: lower index first; NaN last)
+    np.testing.assert_array_equal(ih, ref.indices)
+    # the logits behind the values are the reference's
+    xh = reference.to_float64(x)
+    ax = 0 if axis is None else axis
+    xs = xh.reshape(-1) if axis is None else xh
+    if ih.size:
+        np.testing.assert_array_equal(np.take_along_axis(xs, ih, axis=ax),
+                                      np.take_along_axis(xs, ref.indices, axis=ax))
+    # values
+    vh = reference.to_float64(v)
+    r = ref.values
+    np.testing.assert_array_equal(np.isnan(vh), np.isnan(r))
+    L = xs.shape[ax] if xs.ndim else 1
+    ok = ~np.isnan(r)
+    if out_name == "float32":  # a float32 result is limited by its own rounding
+        in_name = "float32"
+    if log:
+        t = tolerance(in_name, out_name, L, log=True)
+        np.testing.assert_array_equal(vh[ok] == -np.inf, r[ok] == -np.inf)
+        f = ok & np.isfinite(r)
+        err = np.abs(vh[f] - r[f])
+        assert np.all(err <= t * np.maximum(1.0, np.abs(r[f]))), (err.max(), t)
+    else:
+        atol, rtol = tolerance(in_name, out_name, L)
+        err = np.abs(vh[ok] - r[ok])
+        assert np.all(err <= atol + rtol * np.abs(r[ok])), (err.max(), atol, rtol)
+    return res
+
+
+# ----------------------------------------------------------------------------
+# CPU: argument checks, regime table, compile check
+# ----------------------------------------------------------------------------
+def test_check_k():
+    assert _check_k(0, 5) == 0 and _check_k(5, 5) == 5 and _check_k(np.int64(3), 5) == 3
+    for bad in (-1, 6):
+        with pytest.raises(ValueError, match=r"0 <= k <= 5"):
+            _check_k(bad, 5)
+    for bad in (True, False, np.bool_(True)):
+        with pytest.raises(TypeError, match="bool"):
+            _check_k(bad, 5)
+    for bad in (2.0, "3", None, [1]):
+        with pytest.raises(TypeError, match=r"0 <= k <= 5"):
+            _check_k(bad, 5)
+        with pytest.raises(TypeError, match="integer"):
+            _check_k_type(bad)
+    with pytest.raises(TypeError, match="bool"):
+        _check_k_type(True)
+
+
+def test_axis_rules():
+    assert _topk_axis(None, 3) is None
+    assert _topk_axis(-1, 3) == 2
+    with pytest.raises(np.exceptions.AxisError if hasattr(np, "exceptions") else np.AxisError):
+        _topk_axis(3, 3)
+    with pytest.raises(TypeError):
+        _topk_axis((0, 1), 3)
+    with pytest.raises(TypeError):
+        _topk_axis(True, 3)
+
+
+@pytest.mark.parametrize("dev", [H100, A100], ids=["H100", "A100"])
+def test_plan_regimes(dev):
+    th = _dispatch.topk_thresholds(dev)
+    few, cols = th["split_rows"], th["split_cols"]
+    f32 = ("float32", "float32")
+    assert _dispatch.plan_topk(few - 1, cols, 5, *f32, dev).regime == "split"
+    assert _dispatch.plan_topk(few, cols, 5, *f32, dev).regime == "block"
+    assert _dispatch.plan_topk(few - 1, cols - 1, 5, *f32, dev).regime == "block"
+    assert _dispatch.plan_topk(1, 10 ** 6, th["kp_max"], *f32, dev).regime == "split"
+    assert _dispatch.plan_topk(1, 10 ** 6, th["kp_max"] + 1, *f32, dev).regime == "sort"
+    assert _dispatch.plan_topk(1, th["max_packed_row"], 5, *f32, dev).regime != "sort"
+    assert _dispatch.plan_topk(1, th["max_packed_row"] + 1, 5, *f32, dev).regime == "sort"
+    # double compute indexes any row
+    assert _dispatch.plan_topk(1, th["max_packed_row"] + 1, 5, "float32", "float64", dev).regime == "split"
+    assert _dispatch.plan_topk(1, 10 ** 6, 5, *f32, dev, "safe").regime == "safe"
+    assert _dispatch.plan_topk(1, 10 ** 6, 5, *f32, dev, "unfused").regime == "unfused"
+    for rows, L, k in [(1, 128256, 50), (4096, 131072, 1024), (64, 262144, 1000), (3, 7, 7)]:
+        for ti in DTYPES:
+            for to in DTYPES:
+                for algo in ALGOS:
+                    p = _dispatch.plan_topk(rows, L, k, ti, to, dev, algo)
+                    assert p.smem <= _dispatch.TOPK_SMEM_MAX and p.merge_smem <= _dispatch.TOPK_SMEM_MAX
+                    assert p.block[0] % 32 == 0 and p.block[0] <= _dispatch.TOPK_MAX_THREADS
+                    if p.regime != "sort":
+                        assert p.kp >= k and p.splits * p.pps * (16 // np_dtype(ti).itemsize) >= L
+
+
+# (NVRTC compile check of every top-k instantiation: tests/test_compile.py)
+
+
+def test_reference_rules():
+    x = np.array([[1.0, 3.0, 3.0, np.nan, -np.inf, 2.0],
+                  [0.0, np.inf, 1.0, 1.0, 1.0, -np.inf]])
+    v, i = reference.softmax_topk(x, 6)
+    np.testing.assert_array_equal(i, [[1, 2, 5, 0, 4, 3], [1, 2, 3, 4, 0, 5]])
+    assert np.isnan(v).all()
+
+
+# ----------------------------------------------------------------------------
+# GPU
+# ----------------------------------------------------------------------------
+@st.composite
+def problems(draw):
+    dtype = draw(st.sampled_from(DTYPES))
+    rows = draw(st.integers(1, 4))
+    L = draw(st.one_of(st.integers(1, 300), st.integers(300, 3000), st.integers(8000, 20000)))
+    k = draw(st.one_of(st.just(0), st.just(1), st.just(L), st.just(L - 1), st.integers(0, min(L, 1100)),
+                       st.integers(0, min(L, 70))))
+    style = draw(st.sampled_from(["normal", "ties", "sorted", "wide", "specials", "neginf"]))
+    algorithm = draw(st.sampled_from(ALGOS))
+    log = draw(st.booleans())
+    out = draw(st.sampled_from([None, None] + list(DTYPES)))
+    seed = draw(st.integers(0, 2 ** 32 - 1))
+    return dtype, rows, L, k, style, algorithm, log, out, seed
+
+
+@pytest.mark.gpu
+@settings(max_examples=150)
+@given(problems())
+def test_hypothesis(prob):
+    dtype, rows, L, k, style, algorithm, log, out, seed = prob
+    x = to_gpu(make_data(np.random.default_rng(seed), (rows, L), style), dtype)
+    check(x, k, log=log, dtype=None if out is None else np_dtype(out), algorithm=algorithm)
+
+
+@pytest.mark.gpu
+@settings(max_examples=40)
+@given(st.sampled_from(DTYPES), st.integers(1, 5), st.integers(1, 600), st.integers(0, 2 ** 32 - 1),
+       st.sampled_from(["c", "f", "slice", "neg", "axis0", "3d", "none"]), st.sampled_from(ALGOS),
+       st.booleans())
+def test_layouts(dtype, rows, L, seed, layout, algorithm, log):
+    rng = np.random.default_rng(seed)
+    a = make_data(rng, (rows, L + 1), "ties" if seed % 2 else "normal")
+    x = to_gpu(a, dtype)
+    axis = -1
+    if layout == "f":
+        x = x.T.copy().T  # Fortran order
+    elif layout == "slice":
+        x = x[:, 1:]  # rows start mid-vector
+    elif layout == "neg":
+        x = x[:, ::-1]  # reversed axis: indices count along the view
+    elif layout == "axis0":
+        axis = 0
+    elif layout == "3d":
+        x = to_gpu(make_data(rng, (2, rows, L), "ties"), dtype)
+        axis = 1
+    elif layout == "none":
+        axis = None
+    n = x.size if axis is None else x.shape[axis]
+    k = int(rng.integers(0, n + 1))
+    check(x, k, axis=axis, log=log, algorithm=algorithm)
+
+
+def _kp_edges():
+    ks = set()
+    kp = 1
+    while kp <= 2 * _dispatch.TOPK_KP_MAX:
+        ks.update((kp - 1, kp, kp + 1))
+        kp *= 2
+    ks.discard(0)
+    return sorted(ks)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k", _kp_edges())
+def test_k_thresholds(k):
+    rng = np.random.default_rng(k)
+    for rows, L, style in [(3, max(k, 3000), "normal"), (2, max(k, 20000), "ties")]:
+        x = to_gpu(make_data(rng, (rows, L), style), "float32")
+        algos = ALGOS if k in (1, 63, 64, 65, 1024, 1025) else ("auto",)
+        for algo in algos:
+            check(x, k, algorithm=algo, log=bool(k % 2))
+
+
+@pytest.mark.gpu
+def test_row_and_column_thresholds():
+    dev = _device()
+    th = _dispatch.topk_thresholds(dev)
+    rng = np.random.default_rng(1)
+    few, cols = th["split_rows"], th["split_cols"]
+    regimes = set()
+    for rows in (few - 1, few, few + 1):
+        for L in (cols - 1, cols, cols + 1):
+            x = to_gpu(make_data(rng, (rows, L), "ties"), "float32")
+            regimes.add(_dispatch.plan_topk(rows, L, 50, "float32", "float32", dev).regime)
+            check(x, 50)
+    assert regimes == {"block", "split"}
+    # every block-size / split-count change of the stream kernel, +-1 column
+    edges = set()
+    prev = None
+    for L in range(5, 70000):
+        p = _dispatch.plan_topk(2, L, 5, "bfloat16", "bfloat16", dev)
+        sig = (p.block, p.splits)
+        if sig != prev and prev is not None:
+            edges.update((L - 1, L, L + 1))
+        prev = sig
+    assert len(edges) >= 9
+    for L in sorted(edges):
+        x = to_gpu(make_data(rng, (2, L + 3), "normal"), "bfloat16")
+        check(x, min(L, 5))
+        check(x[:, 3:], min(L, 40), algorithm="online")  # misaligned rows
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("algorithm", ALGOS)
+def test_k_extremes_and_specials(dtype, algorithm):
+    rng = np.random.default_rng(7)
+    L = 777
+    rows = [make_data(rng, (L,), "normal"), make_data(rng, (L,), "ties"), np.full(L, -np.inf),
+            np.where(rng.random(L) < 0.5, -np.inf, 1.0), make_data(rng, (L,), "specials"),
+            np.full(L, np.nan), np.zeros(L), np.where(rng.random(L) < 0.01, np.inf, 0.0)]
+    a = np.stack(rows)
+    a[1, 5] = np.nan  # one NaN: row NaN, NaN ranked last
+    x = to_gpu(a, dtype)
+    for k in (0, 1, 2, L - 1, L):
+        for log in (False, True):
+            check(x, k, log=log, algorithm=algorithm)
+
+
+@pytest.mark.gpu
+def test_long_rows_and_batch_invariance():
+    rng = np.random.default_rng(3)
+    a = make_data(rng, (3, 262144), "normal")
+    x = to_gpu(a, "float32")
+    for k in (1, 50, 1024):
+        res = check(x, k)
+        one = cusoftmax.softmax_topk(x[1:2], k)  # a split plan: same answer
+        np.testing.assert_array_equal(one.indices.get()[0], res.indices.get()[1])
+    big = to_gpu(make_data(rng, (300, 5000), "ties"), "float16")
+    check(big, 100, log=True)
+    check(big, 2000)  # sort path
+
+
+@pytest.mark.gpu
+def test_dtype_and_inputs(gpu):
+    cp = gpu
+    xi = cp.asarray(np.random.default_rng(0).integers(-5, 5, (4, 50)))
+    check(xi, 7)
+    x = to_gpu(np.random.default_rng(1).standard_normal((4, 50)), "float16")
+    check(x, 7, dtype="float64")
+    check(x, 7, dtype=cp.float32, log=True)
+    v, i = check(to_gpu(np.asarray(2.0), "float32"), 1, axis=None)  # 0-d, flattened
+    assert v.shape == (1,) and int(i[0]) == 0
+    e = cusoftmax.softmax_topk(cp.zeros((0, 5), cp.float32), 3)
+    assert e.values.shape == (0, 3) and e.indices.shape == (0, 3)
+    e = cusoftmax.softmax_topk(cp.zeros((4, 0), cp.float32), 0)
+    assert e.values.shape == (4, 0)
+
+
+@pytest.mark.gpu
+def test_argument_errors(gpu):
+    cp = gpu
+    x = cp.zeros((3, 10), cp.float32)
+    with pytest.raises(ValueError, match=r"0 <= k <= 10"):
+        cusoftmax.softmax_topk(x, 11)
+    with pytest.raises(ValueError, match=r"0 <= k <= 3"):
+        cusoftmax.softmax_topk(x, -1, axis=0)
+    with pytest.raises(TypeError, match="bool"):
+        cusoftmax.softmax_topk(x, True)
+    with pytest.raises(TypeError, match="integer"):
+        cusoftmax.softmax_topk(x, 2.0)
+    with pytest.raises(ValueError, match="algorithm"):
+        cusoftmax.softmax_topk(x, 2, algorithm="fast")
+    with pytest.raises(TypeError):
+        cusoftmax.softmax_topk(x, 2, axis=(0, 1))
+    with pytest.raises(TypeError):
+        cusoftmax.softmax_topk(np.zeros((3, 10)), 2)
+    with pytest.raises(TypeError):
+        cusoftmax.softmax_topk(x, 2, dtype=cp.int32)
+    with pytest.raises(TypeError):
+        cusoftmax.softmax_topk(x.astype(cp.bool_), 2)
