@@ -1,0 +1,327 @@
+"""Fused softmax + top-k: ``softmax_topk`` (thin layer over kernels/topk.cu).
+
+The public function validates a call once per signature (shape, strides,
+dtype, k, axis, flags, device) and caches a ``_Prepared`` entry holding the
+plan and the compiled kernels, so a repeated call costs a dict lookup, two
+allocations and one or two launches. The regimes are described in
+``cusoftmax._dispatch`` (section "top-k").
+"""
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any, NamedTuple
+
+import numpy
+
+from . import _dispatch
+from ._arrays import _one_axis, analyze_layout, as_cupy, check_algorithm, float_dtype_for, out_dtype_for
+from ._launch import device_info
+from ._loader import get_kernel
+
+__all__ = ["softmax_topk", "TopK"]
+
+try:
+    import cupy as _cupy
+    _ndarray = _cupy.ndarray
+    _get_device = _cupy.cuda.runtime.getDevice
+except ImportError:  # pragma: no cover - cupy missing: as_cupy raises a clear error
+    _cupy = None
+    _ndarray = ()
+    _get_device = None
+
+#: Dynamic shared memory above this needs an opt-in (48 KB less the kernels'
+#: static shared memory, with margin).
+_BIG_SMEM = 40 * 1024
+
+
+class TopK(NamedTuple):
+    """Result of :func:`softmax_topk`."""
+    values: Any
+    """The k largest (log-)probabilities along the axis, best first."""
+    indices: Any
+    """Their int64 positions along the axis."""
+
+
+def _check_k(k, n: int) -> int:
+    """``k`` as an int with ``0 <= k <= n``, or TypeError / ValueError."""
+    if isinstance(k, (bool, numpy.bool_)):
+        raise TypeError(f"k must be an integer with 0 <= k <= {n} (the length of the axis), "
+                        f"got the bool {k!r}")
+    try:
+        k = operator.index(k)
+    except TypeError:
+        raise TypeError(f"k must be an integer with 0 <= k <= {n} (the length of the axis), "
+                        f"got {type(k).__name__} {k!r}") from None
+    if not 0 <= k <= n:
+        raise ValueError(f"k={k} is out of range: need 0 <= k <= {n} (the length of the axis)")
+    return k
+
+
+def _check_k_type(k):
+    """The type half of ``_check_k`` (before the axis length is known)."""
+    if isinstance(k, (bool, numpy.bool_)):
+        raise TypeError(f"k must be an integer, got the bool {k!r}")
+    try:
+        return operator.index(k)
+    except TypeError:
+        raise TypeError(f"k must be an integer, got {type(k).__name__} {k!r}") from None
+
+
+def _topk_axis(axis, ndim: int):
+    """``None`` (flatten) or a non-negative axis; AxisError / TypeError."""
+    if axis is None:
+        return None
+    if isinstance(axis, (tuple, list)):
+        raise TypeError(f"axis must be an integer or None for softmax_topk, got {axis!r}")
+    return _one_axis(axis, ndim)
+
+
+class _Prepared:
+    """Everything a call signature needs, computed once."""
+    __slots__ = ("kind", "R", "L", "k", "odt", "work", "out_shape", "moved_shape", "axis",
+                 "copy", "offx", "sx", "plan", "fn", "merge_fn", "gather_fn", "log", "code",
+                 "gather_grid", "md_dtype")
+
+    # -- launches ------------------------------------------------------------
+    def _rows_input(self, x):
+        """(pointer, row stride, holder) of x as R contiguous rows of L."""
+        if not self.copy:
+            return x.data.ptr + self.offx, self.sx, x
+        if self.axis is None:
+            xc = _cupy.ascontiguousarray(x).reshape(self.R, self.L)
+        else:
+            xc = _cupy.ascontiguousarray(_cupy.moveaxis(x, self.axis, -1)).reshape(self.R, self.L)
+        return xc.data.ptr, self.L, xc
+
+    def _x2d(self, x, xp, sx, holder):
+        """x as an (R, L) CuPy view (for cusoftmax.softmax)."""
+        if holder is not x:
+            return holder
+        isz = x.dtype.itemsize
+        mem = _cupy.cuda.MemoryPointer(x.data.mem, xp - x.data.mem.ptr)
+        return _cupy.ndarray((self.R, self.L), x.dtype, mem, (sx * isz, isz))
+
+    def _select(self, xp, sx, vals, idx, vptr):
+        """Stream kernel (+ merge of a split): results into vals / idx."""
+        p, R = self.plan, self.R
+        wsk = wsm = None
+        wk = wm = 0
+        if p.splits > 1:
+            wsk = _cupy.empty(R * p.splits * p.kp * p.cand_bytes, numpy.uint8)
+            wsm = _cupy.empty(2 * R * p.splits, self.md_dtype)
+            wk, wm = wsk.data.ptr, wsm.data.ptr
+        self.fn(p.grid, p.block, (xp, vptr, idx.data.ptr, wk, wm, R, self.L, sx, self.k, p.kp,
+                                  p.inc, int(p.block_lists), p.pps, self.code, self.log),
+                shared_mem=p.smem)
+        if p.splits > 1:
+            self.merge_fn(p.merge_grid, p.merge_block, (wk, wm, vptr, idx.data.ptr, R, self.k, p.kp,
+                                                        p.splits, self.code, self.log),
+                          shared_mem=p.merge_smem)
+
+    def _gather(self, y, idx, vals):
+        self.gather_fn(self.gather_grid, (_dispatch.TOPK_AUX_THREADS,),
+                       (y.data.ptr, idx.data.ptr, vals.data.ptr, self.R, self.L, self.k))
+
+    def run(self, x):
+        from ._api import _forward
+
+        R, k = self.R, self.k
+        vals = _cupy.empty((R, k), self.odt)
+        idx = _cupy.empty((R, k), numpy.int64)
+        xp, sx, holder = self._rows_input(x)
+        p = self.plan
+        if self.kind == "fused":
+            self._select(xp, sx, vals, idx, vals.data.ptr)
+        elif self.kind == "unfused":
+            y = _forward(self._x2d(x, xp, sx, holder), -1, self.odt, None, p.softmax_algorithm,
+                         bool(self.log))
+            y = _cupy.ascontiguousarray(y)
+            self._select(xp, sx, vals, idx, 0)
+            self._gather(y, idx, vals)
+        else:  # sort: stable argsort of the ranking keys, values from the softmax
+            keys = _cupy.empty((R, self.L), p.key_dtype)
+            self.fn(p.grid, p.block, (xp, keys.data.ptr, R, self.L, sx))
+            idx[...] = _cupy.argsort(keys, axis=1)[:, :k]
+            del keys
+            y = _forward(self._x2d(x, xp, sx, holder), -1, self.odt, None, p.softmax_algorithm,
+                         bool(self.log))
+            self._gather(_cupy.ascontiguousarray(y), idx, vals)
+        return self._shape(vals), self._shape(idx)
+
+    def _shape(self, a):
+        a = a.reshape(self.moved_shape)
+        if self.axis is not None and self.axis != len(self.moved_shape) - 1:
+            a = _cupy.ascontiguousarray(_cupy.moveaxis(a, -1, self.axis))
+        return a
+
+
+def _kernel(name: str, device_id: int, smem: int = 0):
+    fn = get_kernel(_dispatch.TOPK_SOURCE, name, device_id)
+    if smem > _BIG_SMEM and fn.max_dynamic_shared_size_bytes < smem:
+        fn.max_dynamic_shared_size_bytes = smem
+    return fn
+
+
+def _prepare(x, k, axis, log, dtype, algorithm):
+    """Validate a call and build its launches (the slow path, once per signature)."""
+    check_algorithm(algorithm, _dispatch.TOPK_ALGORITHMS)
+    work = float_dtype_for(x.dtype)
+    odt = out_dtype_for(work, dtype)
+    ax = _topk_axis(axis, x.ndim)
+    shape = x.shape
+    L = math.prod(shape) if ax is None else shape[ax]
+    k = _check_k(k, L)
+    p = _Prepared()
+    p.k, p.L, p.odt, p.work, p.axis = k, L, odt, work, ax
+    p.log, p.code = int(bool(log)), _dispatch.TOPK_OUT_CODE[odt.name]
+    if ax is None:
+        p.out_shape = p.moved_shape = (k,)
+        p.R = 1
+    else:
+        keep = shape[:ax] + shape[ax + 1:]
+        p.out_shape = shape[:ax] + (k,) + shape[ax + 1:]
+        p.moved_shape = keep + (k,)
+        p.R = math.prod(keep)
+    if work != x.dtype:
+        p.kind = "cast"  # integer input: promote, then rerun on the float array
+        return p
+    if k == 0 or p.R == 0:
+        p.kind = "empty"
+        return p
+    # rows layout straight from x, or a contiguous (keep..., axis) copy
+    isz = x.dtype.itemsize
+    p.copy, p.offx, p.sx = True, 0, L
+    if x.data.ptr % isz == 0 and all(s % isz == 0 for s in x.strides):
+        xs = [s // isz for s in x.strides]
+        if ax is None:
+            if x.flags.c_contiguous:
+                p.copy = False
+        else:
+            # the kernel writes (R, k) in the C order of the kept axes: require
+            # x's rows to follow that order (virtual output strides below)
+            vs, acc = [0] * x.ndim, k
+            for d in reversed(range(x.ndim)):
+                if d == ax:
+                    vs[d] = 1
+                else:
+                    vs[d] = acc
+                    acc *= shape[d]
+            lay = analyze_layout(shape, [xs, vs], {ax})
+            if (lay is not None and lay[0] == "rows" and lay[4] == (0, 0)
+                    and (lay[1] == 1 or lay[3][1] == k)):
+                p.copy, p.offx, p.sx = False, 0, lay[3][0]
+    dev = x.data.device_id
+    info = device_info(dev)
+    plan = _dispatch.plan_topk(p.R, L, k, x.dtype.name, odt.name, info, algorithm)
+    p.plan = plan
+    p.kind = {"sort": "sort", "unfused": "unfused"}.get(plan.regime, "fused")
+    p.fn = _kernel(plan.kernel, dev, plan.smem)
+    p.merge_fn = _kernel(plan.merge_kernel, dev, plan.merge_smem) if plan.merge_kernel else None
+    p.gather_fn = _kernel(plan.gather_kernel, dev) if plan.gather_kernel else None
+    p.md_dtype = numpy.dtype(plan.compute_dtype)
+    p.gather_grid = _dispatch.topk_aux_grid(p.R * k, info)
+    return p
+
+
+_cache: dict = {}
+_CACHE_MAX = 4096
+
+
+def softmax_topk(x, k, /, axis=-1, *, log=False, dtype=None, algorithm="auto") -> TopK:
+    r"""The ``k`` most probable entries of ``softmax(x)`` along ``axis``.
+
+    Fuses the softmax with the top-k selection (Milakov & Gimelshein 2018,
+    https://arxiv.org/abs/1805.02867, Algorithm 4): the logits are read once,
+    their running (max, sum) and the k best candidates are kept on chip, and
+    only the k selected probabilities are computed. The full softmax is never
+    written. The top-k of softmax(x) is the top-k of x, so ranking is done on
+    the logits in the compute type.
+
+    Parameters
+    ----------
+    x : cupy.ndarray or GPU array
+        Logits. Objects exposing ``__cuda_array_interface__`` or ``__dlpack__``
+        are taken without a copy. float16, bfloat16, float32 and float64;
+        integers promote as ``numpy.exp`` does.
+    k : int
+        How many entries to return, ``0 <= k <= x.shape[axis]`` (``k = 0``
+        gives empty results). Booleans are not accepted.
+    axis : int or None, optional
+        Axis to normalise and select along (default ``-1``). ``None``: the
+        flattened array.
+    log : bool, optional
+        Return log-probabilities (``x - max - log(sum(exp(x - max)))``)
+        instead of probabilities.
+    dtype : dtype, optional
+        dtype of ``values`` (a float type). Default: the input's float type.
+    algorithm : {"auto", "online", "safe", "unfused"}, optional
+        ``"auto"`` (default) and ``"online"``: fused, one read of ``x``.
+        ``"safe"``: fused, the row max first, then a second read for the sum
+        and the selection. ``"unfused"``: ``cusoftmax.softmax(...,
+        algorithm="safe")`` written to a temporary, then a separate selection
+        and a gather. The last two reproduce the paper's baselines. For
+        ``k > 1024`` every algorithm sorts the row (``cupy.argsort`` of the
+        ranking keys) and gathers from a softmax temporary: correct, not one
+        read.
+
+    Returns
+    -------
+    TopK
+        Named tuple ``(values, indices)``. Both have ``x``'s shape with
+        ``axis`` replaced by ``k`` (shape ``(k,)`` for ``axis=None``),
+        C-contiguous. ``values``: the (log-)probabilities normalised over the
+        whole axis, best first; ``indices``: int64 positions along ``axis``.
+
+    Notes
+    -----
+    Ties go to the lower index, so results are deterministic and do not
+    depend on the batch size or the kernel. -inf logits have probability 0
+    and rank by index among themselves. A row holding a NaN gets NaN values,
+    and its NaN logits rank last; a row holding +inf gets NaN values (the
+    softmax rule) and +inf ranks first. A non-last axis or a layout whose rows
+    are not contiguous is first copied into contiguous rows.
+
+    Examples
+    --------
+    >>> import cupy, cusoftmax
+    >>> x = cupy.asarray([[1.0, 3.0, 2.0, 3.0], [0.0, -1.0, 5.0, 1.0]])
+    >>> v, i = cusoftmax.softmax_topk(x, 2)
+    >>> i
+    array([[1, 3],
+           [2, 3]])
+    >>> v.round(4)
+    array([[0.4223, 0.4223],
+           [0.9756, 0.0179]])
+    """
+    if type(x) is not _ndarray:
+        x = as_cupy(x)
+    if type(k) is not int:
+        k = _check_k_type(k)
+    try:
+        key = (x.shape, x.strides, x.dtype, k, axis, bool(log), dtype, algorithm, x.data.ptr & 15,
+               x.data.device_id)
+        p = _cache.get(key)
+    except TypeError:  # unhashable axis / dtype: slow path
+        key, p = None, None
+    if p is None:
+        p = _prepare(x, k, axis, log, dtype, algorithm)
+        if key is not None:
+            if len(_cache) >= _CACHE_MAX:
+                _cache.clear()
+            _cache[key] = p
+    if p.kind == "cast":
+        return softmax_topk(x.astype(p.work), k, axis=axis, log=log, dtype=dtype, algorithm=algorithm)
+    if p.kind == "empty":
+        return TopK(_cupy.empty(p.out_shape, p.odt), _cupy.empty(p.out_shape, numpy.int64))
+    dev = x.data.device_id
+    switch = _get_device() != dev
+    if switch:
+        ctx = _cupy.cuda.Device(dev)
+        ctx.__enter__()
+    try:
+        vals, idx = p.run(x)
+    finally:
+        if switch:
+            ctx.__exit__(None, None, None)
+    return TopK(vals, idx)
