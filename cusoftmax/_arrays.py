@@ -36,8 +36,8 @@ def as_cupy(x, name: str = "x"):
     if isinstance(x, numpy.ndarray) or numpy.isscalar(x) or isinstance(x, (list, tuple)):
         raise TypeError(f"{name} is a {type(x).__name__} in host memory; cusoftmax works on GPU "
                         f"arrays: {_GPU_HINT}")
-    if hasattr(x, "__cuda_array_interface__"):
-        return cupy.asarray(x)
+    # DLPack first: it carries every dtype (torch's __cuda_array_interface__
+    # describes bfloat16 as an opaque '|V2'), and it is zero-copy too
     if hasattr(x, "__dlpack__"):
         dev = None
         if hasattr(x, "__dlpack_device__"):
@@ -49,6 +49,8 @@ def as_cupy(x, name: str = "x"):
             raise TypeError(f"{name} ({type(x).__name__}) lives on a non-CUDA device "
                             f"(DLPack device {tuple(dev)}): {_GPU_HINT}")
         return cupy.from_dlpack(x)
+    if hasattr(x, "__cuda_array_interface__"):
+        return cupy.asarray(x)
     raise TypeError(f"{name} must be a GPU array (cupy.ndarray, or an object with "
                     f"__cuda_array_interface__ / __dlpack__), got {type(x).__name__}: {_GPU_HINT}")
 

@@ -92,6 +92,15 @@ SPLIT_BLOCKS_PER_SM = 8
 #: for 32/64-bit and for 16-bit storage.
 STREAM_THREADS = 1024
 STREAM_UNROLL = 2
+#: The paper's streaming forms (algorithm="naive" | "safe" | "online") all use
+#: one block shape, so the comparison between them is fair.
+STREAM_THREADS_PAPER = 512
+#: Double arithmetic: at most this many threads (registers per thread).
+STREAM_THREADS_F64 = 512
+COLS_MAX_THREADS_F64 = 512
+#: Scalar rows (input/output alignment mismatch) hold at most this many
+#: elements a lane in the warp kernel.
+SCALAR_NP_MAX = 16
 SPLIT_THREADS = 256
 #: Column kernel: elements per thread in registers, default block.
 COLS_CAP = 16
@@ -204,7 +213,7 @@ def row_thresholds(in_dtype: str, out_dtype: str, dev: DeviceInfo, aligned: bool
         "warp": 32 * (WARP_NP_MAX_16 if narrow else np_max) * pack,
         "block": MAX_BLOCK_THREADS * np_max * pack,
     }
-    if pack > 1:
+    if pack > 1 and numpy.dtype(_np_name(in_dtype)).itemsize * pack == VECTOR_BYTES:
         out["smem"] = (MAX_CLUSTER if dev.has_clusters else 1) * SMEM_MAX_PACKS * pack
     if dev.has_clusters and not narrow:
         out["cluster"] = MAX_CLUSTER * CLUSTER_THREADS * np_max * pack
@@ -224,15 +233,19 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
     LG = "true" if log else "false"
     pack = pack_width(in_dtype, out_dtype) if vector_ok else 1
     np_max = reg_elems(in_dtype, out_dtype) // pack
+    if pack == 1:
+        np_max = min(np_max, SCALAR_NP_MAX)
     packs = _cdiv(L + (pack - 1 if (mis_possible and pack > 1) else 0), pack)
     src = "softmax.cu"
+    wide_c = compute_itemsize(in_dtype, out_dtype) == 8
     sms = dev.sm_count
     narrow = pack >= 8  # 16-bit storage: twice the elements per byte moved
 
     if algorithm != "auto":
         # the paper's streaming forms, one block per row
-        k = f"softmax_stream<{T}, {U}, {LG}, {_ALGO_ID[algorithm]}, {pack}, {STREAM_UNROLL}, {STREAM_THREADS}>"
-        return LaunchPlan("stream", src, k, (min(rows, sms * MAX_BLOCKS_PER_SM),), (STREAM_THREADS,), pack)
+        th = STREAM_THREADS_PAPER
+        k = f"softmax_stream<{T}, {U}, {LG}, {_ALGO_ID[algorithm]}, {pack}, {STREAM_UNROLL}, {th}>"
+        return LaunchPlan("stream", src, k, (min(rows, sms * MAX_BLOCKS_PER_SM),), (th,), pack)
 
     # warp: LANES lanes per row, about PACKS_PER_LANE packs each
     warp_max = 32 * (WARP_NP_MAX_16 if narrow else np_max)
@@ -247,7 +260,7 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
     # rows whose input and output disagree on vector alignment (a rare user
     # `out=` at an odd offset): scalar accesses, beyond a warp the stream kernel
     if pack == 1:
-        return _plan_stream(rows, pack, T, U, LG, sms)
+        return _plan_stream(rows, pack, T, U, LG, sms, wide_c)
 
     cluster_ok = dev.has_clusters
     block_cap = MAX_BLOCK_THREADS * np_max
@@ -284,7 +297,9 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
         return block_plan()
     # many rows of a few tens of KB: rows staged in shared memory, the next
     # row streaming in (cp.async) while this one is reduced and written
-    many = rows >= SMEM_MIN_ROWS_PER_SM * sms
+    # (cp.async moves 16-byte input packs: the input must be the wider side)
+    many = (rows >= SMEM_MIN_ROWS_PER_SM * sms
+            and numpy.dtype(_np_name(in_dtype)).itemsize * pack == VECTOR_BYTES)
     if many and pack > 1 and packs <= SMEM_MAX_PACKS:
         return smem_plan(1)
     if packs <= block_cap:  # (16-bit rows with many of them took smem above)
@@ -317,7 +332,7 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
         nclusters = min(rows, max(1, (sms * MAX_BLOCKS_PER_SM) // cluster))
         return LaunchPlan("cluster", src, k, (nclusters * cluster,), (CLUSTER_THREADS,), pack)
 
-    return _plan_stream(rows, pack, T, U, LG, sms)
+    return _plan_stream(rows, pack, T, U, LG, sms, wide_c)
 
 
 def cluster_fit_estimate(sms: int, cluster: int) -> int:
@@ -328,10 +343,13 @@ def cluster_fit_estimate(sms: int, cluster: int) -> int:
     return sms // 2 if cluster <= 2 else (sms // cluster) * 7 // 8
 
 
-def _plan_stream(rows, pack, T, U, LG, sms) -> LaunchPlan:
-    """Online two-pass stream, one block per row (the re-read mostly hits L2)."""
-    k = f"softmax_stream<{T}, {U}, {LG}, ALGO_ONLINE, {pack}, {STREAM_UNROLL}, {STREAM_THREADS}>"
-    return LaunchPlan("stream", "softmax.cu", k, (min(rows, sms * MAX_BLOCKS_PER_SM),), (STREAM_THREADS,), pack)
+def _plan_stream(rows, pack, T, U, LG, sms, wide_c=False) -> LaunchPlan:
+    """Online two-pass stream, one block per row (the re-read mostly hits L2).
+    Double arithmetic gets half the threads (a 1024-thread block has only 64
+    registers a thread)."""
+    th = STREAM_THREADS_F64 if wide_c else STREAM_THREADS
+    k = f"softmax_stream<{T}, {U}, {LG}, ALGO_ONLINE, {pack}, {STREAM_UNROLL}, {th}>"
+    return LaunchPlan("stream", "softmax.cu", k, (min(rows, sms * MAX_BLOCKS_PER_SM),), (th,), pack)
 
 
 def _plan_split(rows, packs, pack, T, U, LG, in_dtype, out_dtype, sms) -> LaunchPlan:
@@ -362,7 +380,8 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     while tx > min_tx and O * _cdiv(I, tx) < 2 * dev.sm_count:
         tx //= 2
     threads = COLS_THREADS
-    while threads < MAX_BLOCK_THREADS and L > (threads // tx) * COLS_CAP:
+    max_threads = MAX_BLOCK_THREADS if compute_itemsize(in_dtype, out_dtype) == 4 else COLS_MAX_THREADS_F64
+    while threads < max_threads and L > (threads // tx) * COLS_CAP:
         threads *= 2
     tiles = O * _cdiv(I, tx)
     grid = min(tiles, dev.sm_count * MAX_BLOCKS_PER_SM)
@@ -414,9 +433,10 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                                     p = plan_rows(rows, L, ti, to, log, dev, algo, vec, mis)
                                     for kname in p.kernels():
                                         found[(p.source, kname)] = None
-                    for threads in (256, 512, 1024):
-                        k = f"softmax_cols<{CTYPE[ti]}, {CTYPE[to]}, {'true' if log else 'false'}, {COLS_CAP}, {threads}>"
-                        found[("softmax.cu", k)] = None
+                    for L in (1, 2, 100, 10 ** 4, 10 ** 6):  # every block size plan_cols picks
+                        for I in (1, 3, 64, 4096):
+                            p = plan_cols(7, L, I, ti, to, log, dev)
+                            found[(p.source, p.kernel)] = None
     return list(found)
 
 

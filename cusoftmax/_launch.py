@@ -106,6 +106,42 @@ except ImportError:  # pragma: no cover - no CuPy: nothing launches
     _drv_launch = _current_stream = None
 
 
+_graph_keep: list = []
+
+
+class _KeepAlive:
+    """Allocator wrapper that never lets go of what it hands out."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __call__(self, nbytes):
+        mp = self.inner(nbytes)
+        _graph_keep.append(mp)
+        return mp
+
+
+def capture_guard():
+    """Context for the slow path of an operation (one with temporaries).
+
+    While CuPy's current stream is capturing a CUDA graph, the graph keeps
+    using every buffer the captured kernels touch, but CuPy returns freed
+    temporaries (workspaces, layout copies) to its pool at once, where later
+    allocations would get them and replays would overwrite them. So during a
+    capture, allocations made by the operation are kept alive for the rest of
+    the process (``_graph_keep``); otherwise this is a no-op.
+    """
+    import contextlib
+
+    try:
+        capturing = _current_stream().is_capturing()
+    except Exception:  # noqa: BLE001 - no usable CUDA: nothing is captured
+        capturing = False
+    if not capturing:
+        return contextlib.nullcontext()
+    return _cupy.cuda.using_allocator(_KeepAlive(_cupy.cuda.get_allocator()))
+
+
 class Params:
     """Kernel arguments packed once into a ctypes buffer of 8-byte slots (all
     the kernels take pointers and ``long long``s; an ``int`` parameter reads

@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 import threading
+import warnings
 
 __all__ = ["kernel_dir", "expanded_source", "get_kernel", "COMPILE_OPTIONS"]
 
@@ -70,11 +71,75 @@ def source_digest(name: str) -> str:
 _kernels: dict[tuple, object] = {}
 _lock = threading.Lock()
 
+#: Cleared once CuPy's on-disk kernel cache (``CUPY_CACHE_DIR``) has failed a
+#: compile that then succeeded in memory: later compiles skip the disk.
+_disk_cache_ok = True
+
+
+def _compile(source: str, name_expr: str, device_id: int, in_memory: bool):
+    """One NVRTC compile + load through ``cupy.RawModule``. ``in_memory``
+    bypasses CuPy's disk cache (its ``CUPY_CACHE_IN_MEMORY`` switch, read at
+    each compile; set only around this call, under ``_lock``)."""
+    import cupy
+
+    prev = os.environ.get("CUPY_CACHE_IN_MEMORY")
+    if in_memory:
+        os.environ["CUPY_CACHE_IN_MEMORY"] = "1"
+    try:
+        with cupy.cuda.Device(device_id):
+            mod = cupy.RawModule(code=expanded_source(source), options=COMPILE_OPTIONS,
+                                 name_expressions=[name_expr])
+            k = mod.get_function(name_expr)
+            k.attributes  # force compilation + load on this device now
+        return k
+    finally:
+        if in_memory:
+            if prev is None:
+                os.environ.pop("CUPY_CACHE_IN_MEMORY", None)
+            else:
+                os.environ["CUPY_CACHE_IN_MEMORY"] = prev
+
+
+def _is_compile_error(e: BaseException) -> bool:
+    try:
+        from cupy.cuda.compiler import CompileException
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(e, CompileException)
+
+
+def _compile_kernel(source: str, name_expr: str, device_id: int):
+    """Compile with CuPy's disk cache; if that fails for a reason other than
+    the source (an unwritable or corrupted ``CUPY_CACHE_DIR``: a read-only
+    directory, an entry that is not a file, a cached binary that does not
+    load), warn once and compile in memory from then on."""
+    global _disk_cache_ok
+    if not _disk_cache_ok:
+        return _compile(source, name_expr, device_id, True)
+    try:
+        return _compile(source, name_expr, device_id, False)
+    except Exception as e:
+        if _is_compile_error(e):
+            raise
+        try:
+            k = _compile(source, name_expr, device_id, True)
+        except Exception:
+            raise e from None  # not the cache's fault: report the first error
+        _disk_cache_ok = False
+        cache_dir = os.environ.get("CUPY_CACHE_DIR", "~/.cupy/kernel_cache")
+        warnings.warn(
+            f"cusoftmax: CuPy's kernel cache ({cache_dir}) could not be used "
+            f"({type(e).__name__}: {e}); compiling kernels in memory for the rest of this "
+            "process (set CUPY_CACHE_DIR to a writable directory to keep them across runs)",
+            RuntimeWarning, stacklevel=4)
+        return k
+
 
 def get_kernel(source: str, name_expr: str, device_id: int):
     """Compiled kernel ``name_expr`` from ``kernels/<source>`` for a device.
 
     Thread-safe: concurrent first calls compile once and share the handle.
+    An unusable CuPy kernel cache directory costs a warning, not an error.
     """
     key = (source, name_expr, device_id)
     k = _kernels.get(key)
@@ -83,12 +148,6 @@ def get_kernel(source: str, name_expr: str, device_id: int):
     with _lock:
         k = _kernels.get(key)
         if k is None:
-            import cupy
-
-            with cupy.cuda.Device(device_id):
-                mod = cupy.RawModule(code=expanded_source(source), options=COMPILE_OPTIONS,
-                                     name_expressions=[name_expr])
-                k = mod.get_function(name_expr)
-                k.attributes  # force compilation + load on this device now
+            k = _compile_kernel(source, name_expr, device_id)
             _kernels[key] = k
     return k

@@ -16,7 +16,7 @@ import numpy
 
 from . import _dispatch
 from ._arrays import _one_axis, analyze_layout, as_cupy, check_algorithm, float_dtype_for, out_dtype_for
-from ._launch import device_info
+from ._launch import capture_guard, device_info
 from ._loader import get_kernel
 
 __all__ = ["softmax_topk", "TopK"]
@@ -311,7 +311,9 @@ def softmax_topk(x, k, /, axis=-1, *, log=False, dtype=None, algorithm="auto") -
                 _cache.clear()
             _cache[key] = p
     if p.kind == "cast":
-        return softmax_topk(x.astype(p.work), k, axis=axis, log=log, dtype=dtype, algorithm=algorithm)
+        with capture_guard():
+            return softmax_topk(x.astype(p.work), k, axis=axis, log=log, dtype=dtype,
+                                algorithm=algorithm)
     if p.kind == "empty":
         return TopK(_cupy.empty(p.out_shape, p.odt), _cupy.empty(p.out_shape, numpy.int64))
     dev = x.data.device_id
@@ -320,7 +322,8 @@ def softmax_topk(x, k, /, axis=-1, *, log=False, dtype=None, algorithm="auto") -
         ctx = _cupy.cuda.Device(dev)
         ctx.__enter__()
     try:
-        vals, idx = p.run(x)
+        with capture_guard():
+            vals, idx = p.run(x)
     finally:
         if switch:
             ctx.__exit__(None, None, None)

@@ -35,35 +35,7 @@ template <typename TY, typename TD, typename U> struct BwdCompute {
   typedef decltype(CY() + CD() + CU()) type;
 };
 
-// e^x in double without branches (libdevice's exp branches per call for
-// |x| > 708; a thread holding many values then carries many live branches):
-// x = k ln2 + r, |r| <= ln2 / 2, e^r by libdevice's polynomial, times 2^k in
-// two factors so overflow (inf) and underflow (subnormals, 0) come out right.
-// x is clamped to +-1080 (k within +-1559); NaN passes the comparisons.
-CSM_DEVICE double exp_f64(double x) {
-  x = x < -1080.0 ? -1080.0 : (x > 1080.0 ? 1080.0 : x);
-  const double shift = 6755399441055744.0;  // 1.5 * 2^52: adds round to integer
-  const double t = fma(x, 1.4426950408889634, shift);
-  const int k = (int)(unsigned)__double_as_longlong(t);
-  const double kd = t - shift;
-  double r = fma(kd, __longlong_as_double(0xBFE62E42FEFA39EFull), x);  // -ln2 hi
-  r = fma(kd, __longlong_as_double(0xBC7ABC9E3B39803Full), r);          // -ln2 lo
-  double p = __longlong_as_double(0x3E5ADE1569CE2BDFull);
-  p = fma(p, r, __longlong_as_double(0x3E928AF3FCA213EAull));
-  p = fma(p, r, __longlong_as_double(0x3EC71DEE62401315ull));
-  p = fma(p, r, __longlong_as_double(0x3EFA01997C89EB71ull));
-  p = fma(p, r, __longlong_as_double(0x3F2A01A014761F65ull));
-  p = fma(p, r, __longlong_as_double(0x3F56C16C1852B7AFull));
-  p = fma(p, r, __longlong_as_double(0x3F81111111122322ull));
-  p = fma(p, r, __longlong_as_double(0x3FA55555555502A1ull));
-  p = fma(p, r, __longlong_as_double(0x3FC5555555555511ull));
-  p = fma(p, r, __longlong_as_double(0x3FE000000000000Bull));
-  p = fma(p, r, 1.0);
-  p = fma(p, r, 1.0);
-  const int k1 = k >> 1, k2 = k - k1;
-  p *= __longlong_as_double((long long)(k1 + 1023) << 52);
-  return p * __longlong_as_double((long long)(k2 + 1023) << 52);
-}
+// exp_f64: see common.cuh
 template <typename C> CSM_DEVICE C bwd_exp(C x);
 template <> CSM_DEVICE float bwd_exp<float>(float x) { return Num<float>::exp(x); }
 template <> CSM_DEVICE double bwd_exp<double>(double x) { return exp_f64(x); }

@@ -1,0 +1,178 @@
+"""Robustness of the loader and launcher, without a GPU (monkeypatched CuPy):
+an unusable kernel cache directory costs one warning, not an error; a CUDA
+error raised by a launch comes back as a RuntimeError naming the operation,
+the kernel and the problem size."""
+import contextlib
+import os
+import warnings
+
+import pytest
+
+import cupy
+from cusoftmax import _dispatch, _launch, _loader
+
+
+class _FakeKernel:
+    attributes = {}
+
+    def __init__(self, name):
+        self.name = name
+
+
+class _FakeRawModule:
+    """Stands in for cupy.RawModule: fails like an unwritable / corrupted
+    cache unless CuPy's in-memory switch is on."""
+    calls = []
+    fail_with = PermissionError(13, "Permission denied", "/ro/kernel_cache/tmpabc")
+
+    def __init__(self, code, options, name_expressions):
+        in_mem = os.environ.get("CUPY_CACHE_IN_MEMORY") == "1"
+        type(self).calls.append((name_expressions[0], in_mem))
+        if not in_mem and self.fail_with is not None:
+            raise self.fail_with
+        self.names = name_expressions
+
+    def get_function(self, name):
+        return _FakeKernel(name)
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):
+    monkeypatch.setattr(cupy, "RawModule", _FakeRawModule)
+    monkeypatch.setattr(cupy.cuda, "Device", lambda i: contextlib.nullcontext())
+    monkeypatch.setattr(_loader, "_kernels", {})
+    monkeypatch.setattr(_loader, "_disk_cache_ok", True)
+    monkeypatch.delenv("CUPY_CACHE_IN_MEMORY", raising=False)
+    _FakeRawModule.calls = []
+    _FakeRawModule.fail_with = PermissionError(13, "Permission denied", "/ro/kernel_cache/tmpabc")
+    yield _FakeRawModule
+
+
+@pytest.mark.parametrize("err", [
+    PermissionError(13, "Permission denied"),            # read-only CUPY_CACHE_DIR
+    IsADirectoryError(21, "Is a directory"),             # a cache entry that is not a file
+    FileNotFoundError(2, "No such file or directory"),   # directory removed underneath
+    RuntimeError("CUDA_ERROR_INVALID_IMAGE: device kernel image is invalid"),  # corrupted cubin
+])
+def test_unusable_cache_dir_warns_once_and_compiles_in_memory(fake_cupy, err):
+    fake_cupy.fail_with = err
+    with pytest.warns(RuntimeWarning, match="kernel cache") as rec:
+        k1 = _loader.get_kernel("softmax.cu", "k<1>", 0)
+    assert isinstance(k1, _FakeKernel) and k1.name == "k<1>"
+    assert len(rec) == 1
+    assert fake_cupy.calls == [("k<1>", False), ("k<1>", True)]
+    assert "CUPY_CACHE_IN_MEMORY" not in os.environ, "the switch is restored after the compile"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no second warning
+        k2 = _loader.get_kernel("softmax.cu", "k<2>", 0)
+    assert k2.name == "k<2>"
+    assert fake_cupy.calls[2:] == [("k<2>", True)], "later compiles go straight to memory"
+    assert _loader.get_kernel("softmax.cu", "k<1>", 0) is k1
+
+
+def test_working_cache_no_warning(fake_cupy):
+    fake_cupy.fail_with = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        k = _loader.get_kernel("softmax.cu", "k<3>", 0)
+    assert k.name == "k<3>" and fake_cupy.calls == [("k<3>", False)]
+
+
+def test_in_memory_switch_restored_to_previous_value(fake_cupy, monkeypatch):
+    monkeypatch.setenv("CUPY_CACHE_IN_MEMORY", "0")
+    with pytest.warns(RuntimeWarning):
+        _loader.get_kernel("softmax.cu", "k<4>", 0)
+    assert os.environ["CUPY_CACHE_IN_MEMORY"] == "0"
+
+
+def test_compile_errors_are_not_swallowed(fake_cupy):
+    from cupy.cuda.compiler import CompileException
+    fake_cupy.fail_with = CompileException("error: bad template", "src", "name", ())
+    with pytest.raises(CompileException):
+        _loader.get_kernel("softmax.cu", "k<5>", 0)
+    assert fake_cupy.calls == [("k<5>", False)], "a source error is not retried"
+    assert _loader._disk_cache_ok
+
+
+def test_error_not_caused_by_cache_is_reported(fake_cupy, monkeypatch):
+    class AlwaysFails(_FakeRawModule):
+        def __init__(self, code, options, name_expressions):
+            raise MemoryError("out of memory")
+
+    monkeypatch.setattr(cupy, "RawModule", AlwaysFails)
+    with pytest.raises(MemoryError):
+        _loader.get_kernel("softmax.cu", "k<6>", 0)
+    assert _loader._disk_cache_ok, "the cache is not blamed when memory mode fails too"
+
+
+# ----------------------------------------------------------------------------
+# Launch errors
+# ----------------------------------------------------------------------------
+def _cuda_error():
+    from cupy_backends.cuda.api.runtime import CUDARuntimeError
+    return CUDARuntimeError(700)  # cudaErrorIllegalAddress
+
+
+class _Raising:
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, grid, block, args, **kw):
+        self.calls += 1
+        raise _cuda_error()
+
+
+@pytest.fixture
+def no_compile(monkeypatch):
+    monkeypatch.setattr(_launch, "get_kernel", lambda src, name, dev: _Raising())
+
+
+@pytest.mark.parametrize("log,op", [(False, "cusoftmax.softmax"), (True, "cusoftmax.log_softmax")])
+def test_launch_error_names_operation_and_shape(no_compile, log, op):
+    plan = _dispatch.plan_rows(12, 345, "float32", "float32", log, _dispatch.DeviceInfo(132, 90))
+    ln = _launch.Launch(plan, 0)
+    with pytest.raises(RuntimeError) as ei:
+        ln.rows(0, 0, 12, 345, 345, 345)
+    msg = str(ei.value)
+    assert msg.startswith(op + ":"), msg
+    assert "12 rows of 345 elements" in msg and plan.kernel in msg and "illegal memory access" in msg
+    assert type(ei.value.__cause__).__name__ == "CUDARuntimeError"
+
+
+def test_launch_error_split_and_cols(no_compile):
+    dev = _dispatch.DeviceInfo(132, 90)
+    plan = _dispatch.plan_rows(1, 10 ** 7, "float16", "float16", False, dev)
+    assert plan.pre_kernel
+
+    class FakeCupy:  # the split workspace allocation must not need a GPU here
+        @staticmethod
+        def empty(n, dt):
+            return 0
+
+    import sys
+    real = sys.modules["cupy"]
+    sys.modules["cupy"] = FakeCupy
+    try:
+        with pytest.raises(RuntimeError, match=r"cusoftmax.softmax: .*1 rows of 10000000 elements"):
+            _launch.Launch(plan, 0).rows(0, 0, 1, 10 ** 7, 10 ** 7, 10 ** 7)
+    finally:
+        sys.modules["cupy"] = real
+    cp = _dispatch.plan_cols(3, 50, 7, "float32", "float32", True, dev)
+    with pytest.raises(RuntimeError, match=r"cusoftmax.log_softmax: .*outer 3, reduced 50, inner 7"):
+        _launch.Launch(cp, 0).cols(0, 0, 3, 50, 7, 350, 7, 350, 7)
+
+
+def test_other_errors_pass_through(monkeypatch):
+    def typo(grid, block, args, **kw):
+        raise TypeError("bad argument")
+
+    monkeypatch.setattr(_launch, "get_kernel", lambda src, name, dev: typo)
+    plan = _dispatch.plan_rows(2, 10, "float32", "float32", False, _dispatch.DeviceInfo(132, 90))
+    with pytest.raises(TypeError, match="bad argument"):
+        _launch.Launch(plan, 0).rows(0, 0, 2, 10, 10, 10)
+
+
+def test_explicit_op_label(no_compile):
+    plan = _dispatch.plan_rows(2, 10, "float32", "float32", False, _dispatch.DeviceInfo(132, 90))
+    with pytest.raises(RuntimeError, match=r"^cusoftmax.softmax_backward: "):
+        _launch.Launch(plan, 0, op="softmax_backward").rows(0, 0, 2, 10, 10, 10)

@@ -1,0 +1,708 @@
+"""Forward softmax / log_softmax on the GPU: hypothesis property tests.
+
+Shapes are drawn around every dispatch boundary (derived from
+``cusoftmax._dispatch``: the warp lanes ladder, block and cluster sizes, the
+regime limits of ``row_thresholds``, FEW_ROWS_PER_SM x SMs, grid caps), for
+every dtype and dtype pair, axis form and memory layout, with special values.
+Properties: agreement with ``cusoftmax.reference`` under the tolerance table
+of ``_util``, rows summing to 1, shift invariance, every output element
+written and nothing outside ``out`` touched, ``x`` left unchanged.
+
+Some examples plan as if on another GPU (``fake_device``): an sm_80 (no
+clusters: long rows go to split/stream sooner) and a 2-SM GPU (tiny grids:
+every grid-stride loop runs many times, and "few rows" means 1).
+
+``test_regimes_*`` run on the CPU. Large-array tests are marked ``slow``.
+Example counts scale with $CUSOFTMAX_HYPOTHESIS_SCALE (default 1).
+"""
+import math
+import os
+
+import numpy as np
+import pytest
+from hypothesis import Phase, event, given, settings, strategies as st
+
+import cusoftmax
+from cusoftmax import _dispatch, reference
+from cusoftmax._dispatch import DeviceInfo
+
+from _check import (LAYOUTS, SENTINEL, SPECIALS, apply_view, assert_no_sentinel, assert_untouched,
+                    base_shape_for, check_forward, col_lengths, covered_mask, fake_device, finalize_ops,
+                    host, inner_lengths, layout_ops, plan_of, random_values, real_device_info, row_counts,
+                    row_lengths)
+from _util import DTYPES, np_dtype, tolerance
+
+SCALE = float(os.environ.get("CUSOFTMAX_HYPOTHESIS_SCALE", "1"))
+#: No shrinking by default: each shrink step may compile new kernels, which
+#: can take minutes; the failing example is still printed (and its blob).
+#: CUSOFTMAX_HYPOTHESIS_SHRINK=1 shrinks.
+PHASES = tuple(p for p in Phase if p != Phase.shrink or os.environ.get("CUSOFTMAX_HYPOTHESIS_SHRINK") == "1")
+#: Elements per hypothesis example (keeps each example well under a second).
+ELEM_CAP = 1 << 20
+
+
+def n_examples(n):
+    return max(1, int(n * SCALE))
+
+
+def _fn(log):
+    return cusoftmax.log_softmax if log else cusoftmax.softmax
+
+
+# ----------------------------------------------------------------------------
+# One case: build x as a view of a contiguous base (host copy kept exactly),
+# call, check everything
+# ----------------------------------------------------------------------------
+def run_case(xh_base, ops, axis=-1, log=False, out_dtype=None, out_mode=None, algorithm="auto",
+             ctx=""):
+    import cupy
+
+    x_base = cupy.asarray(xh_base)
+    x = apply_view(x_base, ops)
+    xh = apply_view(xh_base, ops).copy()
+    odt = np_dtype(out_dtype) if out_dtype else cusoftmax._arrays.float_dtype_for(xh.dtype)
+    kw = {"axis": axis, "algorithm": algorithm}
+    if out_dtype:
+        kw["dtype"] = odt
+    S = SENTINEL[log]
+    out = ob = None
+    if out_mode == "inplace" and odt != x.dtype:
+        out_mode = None
+    if out_mode == "fresh":
+        out = cupy.asarray(np.full(x.shape, S, dtype=odt))
+    elif out_mode == "view":
+        obh = np.full(xh_base.shape, S, dtype=odt)
+        ob = cupy.asarray(obh)
+        out = apply_view(ob, ops)
+    elif out_mode == "inplace":
+        out = x
+    regime = plan_of(x, axis, kw.get("dtype"), algorithm, log, out)
+    ctx = (f"{ctx} shape={x.shape} strides={x.strides} dtype={x.dtype.name} out_dtype={odt.name} "
+           f"axis={axis} log={log} algorithm={algorithm} out={out_mode} ops={ops} regime={regime}")
+    y = _fn(log)(x, out=out, **kw)
+    if out is not None:
+        assert y is out, ctx
+    assert y.shape == x.shape and y.dtype == odt, ctx
+    check_forward(y, xh, axis, log, out_dtype=odt, ctx=ctx, naive=algorithm == "naive")
+    if out_mode in ("fresh", "view"):
+        assert_no_sentinel(y, S, ctx)
+    if out_mode == "view":
+        assert_untouched(ob, S, covered_mask(xh_base.shape, ops), ctx)
+    if out_mode != "inplace":
+        after = host(x_base)
+        assert np.array_equal(after.view(np.uint8), xh_base.view(np.uint8)), f"{ctx}: x was modified"
+    _event(f"regime={regime}")
+    return y, regime
+
+
+def _event(value):
+    """hypothesis.event, a no-op outside a hypothesis test."""
+    try:
+        event(value)
+    except Exception:  # hypothesis.errors.InvalidArgument outside @given
+        pass
+
+
+def build_base(rng, shape, ops, dtype, special="normal", axis=-1, scale=None):
+    """Host base array whose view ``apply_view(base, ops)`` has ``shape`` and
+    carries the requested value pattern along the reduced axes."""
+    bshape = base_shape_for(shape, ops)
+    base = random_values(rng, bshape, dtype)
+    v = apply_view(base, ops)
+    v[...] = random_values(rng, tuple(shape), dtype, special, axis, scale)
+    return base
+
+
+DEVICES = ("real", "real", "real", "sm80", "tiny")
+
+
+def device_for(name):
+    real = real_device_info()
+    if name == "sm80":
+        return DeviceInfo(real.sm_count, 80)
+    if name == "tiny":
+        return DeviceInfo(2, real.cc)
+    return real
+
+
+class _maybe_fake:
+    def __init__(self, name):
+        self.name = name
+        self.cm = None
+
+    def __enter__(self):
+        if self.name != "real":
+            d = device_for(self.name)
+            self.cm = fake_device(d.sm_count, d.cc)
+            self.cm.__enter__()
+        return device_for(self.name)
+
+    def __exit__(self, *a):
+        if self.cm is not None:
+            self.cm.__exit__(*a)
+
+
+def dtype_pair(draw):
+    tin = draw(st.sampled_from(DTYPES))
+    tout = draw(st.sampled_from((None, None, None) + DTYPES))
+    return tin, (None if tout == tin else tout)
+
+
+# ----------------------------------------------------------------------------
+# Worked example
+# ----------------------------------------------------------------------------
+WORKED_X = [[1.0, 2.0, 3.0], [1.0, 3.0, 5.0]]
+WORKED_Y = np.array([[0.0900, 0.2447, 0.6652], [0.0159, 0.1173, 0.8668]])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_worked_example(dtype):
+    import cupy
+    x = cupy.asarray(np.array(WORKED_X).astype(np_dtype(dtype)))
+    y = reference.to_float64(cusoftmax.softmax(x))
+    np.testing.assert_allclose(y, WORKED_Y, atol=5e-5 if dtype in ("float32", "float64") else 4e-3)
+    yl = reference.to_float64(cusoftmax.log_softmax(x))
+    np.testing.assert_allclose(np.exp(yl), WORKED_Y, atol=5e-5 if dtype in ("float32", "float64") else 4e-3)
+    for alg in ("naive", "safe", "online"):
+        np.testing.assert_allclose(reference.to_float64(cusoftmax.softmax(x, algorithm=alg)), y,
+                                   rtol=1e-2 if dtype in ("float16", "bfloat16") else 1e-5)
+
+
+# ----------------------------------------------------------------------------
+# Rows layout at every threshold +-1
+# ----------------------------------------------------------------------------
+@pytest.mark.gpu
+@settings(max_examples=n_examples(160), phases=PHASES)
+@given(data=st.data())
+def test_rows_at_thresholds(data):
+    draw = data.draw
+    devname = draw(st.sampled_from(DEVICES))
+    tin, tout = dtype_pair(draw)
+    log = draw(st.booleans())
+    with _maybe_fake(devname) as dev:
+        lengths = row_lengths(tin, tout, dev, max_len=ELEM_CAP)
+        L = draw(st.one_of(st.sampled_from(lengths), st.integers(1, 3000)))
+        counts = [r for r in row_counts(dev) if r * L <= ELEM_CAP] or [1]
+        R = draw(st.one_of(st.sampled_from(counts), st.integers(1, max(1, min(300, ELEM_CAP // L)))))
+        layout = draw(st.sampled_from(("c", "c", "c", "rowslice", "offset", "slice1", "neg")))
+        ops = finalize_ops(layout_ops(layout, 2, lambda lo, hi: draw(st.integers(lo, hi))), (R, L))
+        out_mode = draw(st.sampled_from((None, None, "fresh", "view", "inplace")))
+        rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+        base = build_base(rng, (R, L), ops, tin)
+        event(f"device={devname}")
+        run_case(base, ops, -1, log, tout, out_mode, ctx=f"[{devname}]")
+
+
+# ----------------------------------------------------------------------------
+# Layouts and axes
+# ----------------------------------------------------------------------------
+SMALL_DIMS = (1, 2, 3, 4, 5, 7, 8, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 129)
+
+
+def _shape_and_axis(draw, dev, tin, tout):
+    ndim = draw(st.integers(1, 4))
+    shape = [draw(st.sampled_from(SMALL_DIMS)) for _ in range(ndim)]
+    kind = draw(st.sampled_from(("int", "int", "neg", "tuple", "none")))
+    if kind == "int":
+        axis = draw(st.integers(0, ndim - 1))
+    elif kind == "neg":
+        axis = draw(st.integers(-ndim, -1))
+    elif kind == "tuple":
+        axes = draw(st.lists(st.integers(0, ndim - 1), min_size=1, max_size=ndim, unique=True))
+        axis = tuple(a - ndim if draw(st.booleans()) else a for a in axes)
+    else:
+        axis = None
+    # sometimes put a threshold length on one reduced axis
+    red = [a % ndim for a in ((axis,) if isinstance(axis, int) else (axis or range(ndim)))]
+    if draw(st.booleans()):
+        a = draw(st.sampled_from(red))
+        others = math.prod(shape[:a] + shape[a + 1:])
+        lens = [v for v in row_lengths(tin, tout, dev, max_len=ELEM_CAP // max(others, 1))] or [1]
+        shape[a] = draw(st.sampled_from(lens))
+    while math.prod(shape) > ELEM_CAP:
+        i = int(np.argmax(shape))
+        shape[i] = max(1, shape[i] // 2)
+    return tuple(shape), axis
+
+
+@pytest.mark.gpu
+@settings(max_examples=n_examples(160), phases=PHASES)
+@given(data=st.data())
+def test_layouts_and_axes(data):
+    draw = data.draw
+    devname = draw(st.sampled_from(DEVICES))
+    tin, tout = dtype_pair(draw)
+    log = draw(st.booleans())
+    with _maybe_fake(devname) as dev:
+        shape, axis = _shape_and_axis(draw, dev, tin, tout)
+        layout = draw(st.sampled_from(LAYOUTS))
+        ops = finalize_ops(layout_ops(layout, len(shape), lambda lo, hi: draw(st.integers(lo, hi))), shape)
+        out_mode = draw(st.sampled_from((None, None, "fresh", "view", "inplace")))
+        rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+        base = build_base(rng, shape, ops, tin, axis=axis)
+        event(f"layout={layout}")
+        run_case(base, ops, axis, log, tout, out_mode, ctx=f"[{devname}]")
+
+
+@pytest.mark.gpu
+@settings(max_examples=n_examples(60), phases=PHASES)
+@given(data=st.data())
+def test_cols_thresholds(data):
+    """Reduction over a non-last axis of a C-ordered (O, L, I) array: L
+    around the cols kernel's in-register limits, I around its tile widths."""
+    draw = data.draw
+    tin, tout = dtype_pair(draw)
+    log = draw(st.booleans())
+    dev = real_device_info()
+    L = draw(st.sampled_from(col_lengths(dev, max_len=ELEM_CAP)))
+    I = draw(st.sampled_from(inner_lengths()))
+    O = draw(st.sampled_from([o for o in (1, 2, 3, dev.sm_count, 2 * dev.sm_count + 1) if o * L * I <= ELEM_CAP]
+                             or [1]))
+    while O * L * I > ELEM_CAP:
+        I = max(1, I // 2)
+    layout = draw(st.sampled_from(("c", "c", "offset", "rowslice")))
+    ops = finalize_ops(layout_ops(layout, 3, lambda lo, hi: draw(st.integers(lo, hi))), (O, L, I))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    base = build_base(rng, (O, L, I), ops, tin, axis=1)
+    run_case(base, ops, 1, log, tout, draw(st.sampled_from((None, "view"))))
+
+
+# ----------------------------------------------------------------------------
+# Special values
+# ----------------------------------------------------------------------------
+@pytest.mark.gpu
+@settings(max_examples=n_examples(120), phases=PHASES)
+@given(data=st.data())
+def test_special_values(data):
+    draw = data.draw
+    devname = draw(st.sampled_from(DEVICES))
+    tin, tout = dtype_pair(draw)
+    log = draw(st.booleans())
+    special = draw(st.sampled_from(SPECIALS[1:]))
+    with _maybe_fake(devname) as dev:
+        L = draw(st.one_of(st.sampled_from(row_lengths(tin, tout, dev, max_len=1 << 18)),
+                           st.integers(1, 200)))
+        R = draw(st.integers(1, max(1, min(64, ELEM_CAP // L))))
+        layout = draw(st.sampled_from(("c", "f", "neg", "offset")))
+        ops = finalize_ops(layout_ops(layout, 2, lambda lo, hi: draw(st.integers(lo, hi))), (R, L))
+        algorithm = draw(st.sampled_from(("auto", "auto", "auto", "safe", "online")))
+        rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+        base = build_base(rng, (R, L), ops, tin, special)
+        event(f"special={special}")
+        run_case(base, ops, -1, log, tout, draw(st.sampled_from((None, "fresh"))), algorithm,
+                 ctx=f"[{devname} {special}]")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("log", [False, True])
+def test_special_rows_exact_rules(dtype, log):
+    """The documented rules, exactly: -inf element -> 0 (log: -inf); a row of
+    all -inf, or with NaN or +inf -> all NaN; one finite element -> 1 (log 0)."""
+    import cupy
+    ninf, inf, nan = -np.inf, np.inf, np.nan
+    rows = [[1.0, ninf, 2.0, 0.5], [ninf] * 4, [0.0, nan, 1.0, 2.0], [0.0, inf, 1.0, 2.0],
+            [ninf, 3.0, ninf, ninf], [inf, inf, inf, inf], [nan, ninf, inf, 0.0], [7.0] * 4]
+    xh = np.array(rows).astype(np_dtype(dtype))
+    for L in (4, 1000, 70000):  # warp, block, block/cluster/split regimes
+        big = np.full((len(rows), L), -np.inf).astype(np_dtype(dtype))
+        big[:, :4] = xh
+        big[7] = 7.0
+        y = reference.to_float64(_fn(log)(cupy.asarray(big)))
+        assert np.isnan(y[[1, 2, 3, 5, 6]]).all()
+        assert not np.isnan(y[[0, 4, 7]]).any()
+        if log:
+            assert np.isneginf(y[0, 1]) and np.isneginf(y[0, 4:]).all() and y[4, 1] == 0.0
+        else:
+            assert y[0, 1] == 0.0 and (y[0, 4:] == 0.0).all() and y[4, 1] == 1.0
+        check_forward(y, big, -1, log, ctx=f"L={L}")
+
+
+# ----------------------------------------------------------------------------
+# Shift invariance: x + c exactly representable, so y(x + c) = y(x)
+# ----------------------------------------------------------------------------
+@pytest.mark.gpu
+@settings(max_examples=n_examples(60), phases=PHASES)
+@given(data=st.data())
+def test_shift_invariance(data):
+    import cupy
+    draw = data.draw
+    tin, tout = dtype_pair(draw)
+    log = draw(st.booleans())
+    # grid step and shift range keep every x and x + c exact in the dtype
+    step, kmax, cs = {"float16": (1 / 8, 64, list(range(-50, 51, 7))),
+                      "bfloat16": (1 / 2, 32, list(range(-96, 97, 16))),
+                      "float32": (1 / 8, 64, [-1e6, -1e4, -77.0, 3.0, 1e4, 1e6]),
+                      "float64": (1 / 8, 64, [-1e12, -1e4, 5.0, 1e6, 1e12])}[tin]
+    c = draw(st.sampled_from(cs))
+    dev = real_device_info()
+    L = draw(st.one_of(st.sampled_from(row_lengths(tin, tout, dev, max_len=1 << 18)), st.integers(1, 500)))
+    R = draw(st.integers(1, max(1, min(20, ELEM_CAP // L))))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    xv = rng.integers(-kmax, kmax + 1, size=(R, L)) * step
+    x1 = xv.astype(np_dtype(tin))
+    x2 = (xv + c).astype(np_dtype(tin))
+    assert np.array_equal(x2.astype(np.float64) - c, x1.astype(np.float64)), "shift not exact"
+    kw = {"dtype": np_dtype(tout)} if tout else {}
+    y1 = reference.to_float64(_fn(log)(cupy.asarray(x1), **kw))
+    y2 = reference.to_float64(_fn(log)(cupy.asarray(x2), **kw))
+    event("bitwise equal" if np.array_equal(y1, y2) else "equal within tolerance")
+    # both are within tolerance of the same reference: compare at twice it
+    if log:
+        lim = 2 * tolerance(tin, tout, L, log=True) * np.maximum(1, np.abs(y1))
+    else:
+        atol, rtol = tolerance(tin, tout, L)
+        lim = 2 * (atol + rtol * np.abs(y1))
+    assert (np.abs(y1 - y2) <= lim).all(), f"shift {c} changed the result: max diff {np.abs(y1 - y2).max()}"
+    check_forward(y2, x2, -1, log, out_dtype=tout)
+
+
+# ----------------------------------------------------------------------------
+# The paper's streaming algorithms
+# ----------------------------------------------------------------------------
+@pytest.mark.gpu
+@settings(max_examples=n_examples(80), phases=PHASES)
+@given(data=st.data())
+def test_algorithms(data):
+    draw = data.draw
+    algorithm = draw(st.sampled_from(("naive", "safe", "online", "auto")))
+    tin, tout = dtype_pair(draw)
+    log = draw(st.booleans())
+    dev = real_device_info()
+    o = tout or tin
+    chunks = []
+    for pack in (_dispatch.pack_width(tin, o), 1):
+        c = _dispatch.STREAM_THREADS * _dispatch.STREAM_UNROLL * pack
+        chunks += [c - 1, c, c + 1, 2 * c + 1, pack - 1, pack + 1]
+    L = draw(st.one_of(st.sampled_from([v for v in chunks if v >= 1]),
+                       st.sampled_from(row_lengths(tin, tout, dev, max_len=1 << 18)), st.integers(1, 5000)))
+    R = draw(st.integers(1, max(1, min(40, ELEM_CAP // L))))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    layout = draw(st.sampled_from(("c", "rowslice", "offset", "f")))
+    ops = finalize_ops(layout_ops(layout, 2, lambda lo, hi: draw(st.integers(lo, hi))), (R, L))
+    if algorithm == "naive":
+        # Algorithm 1 has no max subtraction: keep sum(exp(x)) finite in float32
+        hi = min(79.0, 87.0 - math.log(L) - 1.0)
+        bshape = base_shape_for((R, L), ops)
+        base = rng.uniform(-hi, hi, size=bshape).astype(np_dtype(tin))
+        special = "normal"
+    else:
+        special = draw(st.sampled_from(("normal", "normal", "neg_inf_one", "nan", "huge", "equal")))
+        base = build_base(rng, (R, L), ops, tin, special)
+    event(f"algorithm={algorithm}")
+    run_case(base, ops, -1, log, tout, draw(st.sampled_from((None, "fresh"))), algorithm)
+
+
+# ----------------------------------------------------------------------------
+# Deterministic checks at the few-rows boundary, on the real device
+# ----------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("delta", [-1, 0, 1])
+@pytest.mark.parametrize("log", [False, True])
+def test_few_rows_boundary_long_rows(delta, log):
+    """Long rows (past every on-chip regime) at FEW_ROWS_PER_SM x SMs +-1:
+    split below, stream at and above."""
+    dev = real_device_info()
+    thr = _dispatch.row_thresholds("float32", "float32", dev)
+    L = max(v for k, v in thr.items() if k != "few_rows") + 1
+    R = thr["few_rows"] + delta
+    rng = np.random.default_rng(delta + 10)
+    base = (rng.standard_normal((R, L)) * 5).astype(np.float32)
+    _, regime = run_case(base, [], -1, log, None, "fresh" if delta == 0 else None)
+    assert regime == ("split" if delta < 0 else "stream")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("regime_dev", ["real", "sm80"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_misaligned_16bit_views_every_regime(regime_dev, dtype):
+    """x[1:] and odd element offsets in 16-bit types: rows start mid-vector,
+    at a different misalignment per row when L is odd."""
+    with _maybe_fake(regime_dev) as dev:
+        thr = _dispatch.row_thresholds(dtype, dtype, dev)
+        seen = set()
+        for L in sorted({5, thr["warp"] - 3, thr["warp"] + 1, thr["block"] - 1,
+                         thr.get("cluster", thr["block"]) + 1}):
+            R = 3
+            for ops in ([("slice", 0, 1, None, 1)], [("flat", 1, (R, L))], [("flat", 3, (R, L))]):
+                rng = np.random.default_rng(L)
+                base = build_base(rng, (R, L), ops, dtype)
+                for log in (False, True):
+                    _, regime = run_case(base, ops, -1, log, None, "view")
+                    seen.add(regime)
+    assert {"warp", "block"} <= seen
+
+
+# ----------------------------------------------------------------------------
+# Regressions found by tools/fuzz.py (seed 1)
+# ----------------------------------------------------------------------------
+FUZZ_REGRESSIONS = [
+    # the copy layout (strides no kernel takes) ran the rows kernel as if
+    # every row of the contiguous copy started on a 16-byte boundary: rows
+    # whose length is not a multiple of the vector width lost elements
+    ("case338-fortran-fresh-out", (32, 4, 31), -1, "float32", None, False, [("T",)], "fresh"),
+    ("case942-fortran-axis0", (767, 6), 0, "float32", None, True, [("T",)], "fresh"),
+    ("case676-reversed-axis0", (255, 20), 0, "bfloat16", None, False, [("slice", 1, None, None, -1)], "fresh"),
+    ("case798-tuple-axes-inplace", (85, 2, 16, 3), (0, 3), "bfloat16", None, False, [], "inplace"),
+    ("case700-stepped-rows", (20, 1023), 1, "float16", "float32", True, [("slice", 1, None, None, -2)], "fresh"),
+    ("case303-reversed-step-inplace", (5, 47), 0, "float16", None, False, [("slice", 1, None, None, -2)],
+     "inplace"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", FUZZ_REGRESSIONS, ids=[c[0] for c in FUZZ_REGRESSIONS])
+def test_fuzz_regressions(case):
+    _, shape, axis, tin, tout, log, ops, out_mode = case
+    rng = np.random.default_rng(338)
+    base = build_base(rng, shape, ops, tin, axis=axis)
+    run_case(base, ops, axis, log, tout, out_mode)
+
+
+_SMEM_MIXED = r"""
+import sys, numpy as np, cupy, cusoftmax
+from cusoftmax import reference
+rng = np.random.default_rng(0)
+for tin in ("bfloat16", "float16", "float32"):
+    if tin == "bfloat16":
+        import ml_dtypes
+        xh = rng.standard_normal((1000, 4096)).astype(ml_dtypes.bfloat16)
+    else:
+        xh = rng.standard_normal((1000, 4096)).astype(tin)
+    y = cusoftmax.softmax(cupy.asarray(xh), dtype=cupy.float64)
+    err = np.abs(y.get() - reference.softmax(xh)).max()
+    assert err < 1e-12, (tin, err)
+print("ok")
+"""
+
+
+@pytest.mark.gpu
+def test_fuzz_case_7503_mixed_dtype_staged_rows():
+    """fuzz seed 3 case 7503: many rows of 4096 16/32-bit logits with a
+    float64 result (pack width 2) took the shared-memory staging kernel,
+    whose cp.async moves 16 bytes per pack while a pack holds only
+    sizeof(T) * 2: cudaErrorMisalignedAddress, a sticky error that loses the
+    CUDA context. Run in a subprocess so a failure cannot poison this one."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", _SMEM_MIXED], capture_output=True, text=True, timeout=300,
+                       cwd=root, env=dict(os.environ, PYTHONPATH=root))
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-2000:]
+
+
+# ----------------------------------------------------------------------------
+# Regimes (CPU): which plan chosen shapes take
+# ----------------------------------------------------------------------------
+DEVS = [DeviceInfo(132, 90), DeviceInfo(108, 80)]
+PAIRS = [(a, b) for a in DTYPES for b in DTYPES]
+
+
+KNOWN_REGIMES = {"warp", "block", "smem", "cluster", "split", "stream"}
+ON_CHIP = {"warp", "block", "smem", "cluster"}
+
+
+def _regime(dev, tin, tout, R, L, **kw):
+    return _dispatch.plan_rows(R, L, tin, tout, False, dev, **kw).regime
+
+
+@pytest.mark.parametrize("dev", DEVS, ids=["H100", "A100"])
+@pytest.mark.parametrize("tin,tout", PAIRS)
+def test_regimes(dev, tin, tout):
+    """Which regime chosen shapes take (derived from row_thresholds): short
+    rows a warp; rows past every on-chip capacity split when there are fewer
+    than FEW_ROWS_PER_SM x SMs of them and stream otherwise; the paper's
+    algorithms always stream; no clusters below sm_90."""
+    thr = _dispatch.row_thresholds(tin, tout, dev)
+    few = thr["few_rows"]
+    many = 10 * few
+    longest = max(v for k, v in thr.items() if k != "few_rows")
+    for L in (1, 2, 7, 32):
+        assert _regime(dev, tin, tout, many, L) == "warp"
+        assert _regime(dev, tin, tout, 1, L) == "warp"
+    for L in (4 * longest, 10 ** 7):
+        assert _regime(dev, tin, tout, 1, L) == "split", L
+        assert _regime(dev, tin, tout, few - 1, L) == "split", L
+        assert _regime(dev, tin, tout, few, L) == "stream", L
+        assert _regime(dev, tin, tout, many, L) == "stream", L
+    for L in (1, thr["warp"], thr["block"], longest, 10 ** 7):
+        for alg in ("naive", "safe", "online"):
+            for R in (1, many):
+                p = _dispatch.plan_rows(R, L, tin, tout, True, dev, alg)
+                assert p.regime == "stream" and alg.upper() in p.kernel, p.kernel
+    if not dev.has_clusters:
+        assert "cluster" not in thr
+
+
+@pytest.mark.parametrize("dev", DEVS, ids=["H100", "A100"])
+@pytest.mark.parametrize("tin,tout", PAIRS)
+def test_row_thresholds_warp_limit_matches_plan(dev, tin, tout):
+    """row_thresholds()["warp"] is documented as the longest row of the warp
+    regime: it must agree with plan_rows (many rows, aligned)."""
+    thr = _dispatch.row_thresholds(tin, tout, dev)
+    many = 10 * thr["few_rows"]
+    assert _regime(dev, tin, tout, many, thr["warp"]) == "warp"
+    assert _regime(dev, tin, tout, many, thr["warp"] + 1) != "warp"
+
+
+@pytest.mark.parametrize("dev", DEVS, ids=["H100", "A100"])
+@pytest.mark.parametrize("tin,tout", PAIRS)
+def test_row_thresholds_longest_on_chip_row(dev, tin, tout):
+    """The largest value of row_thresholds() is the longest row held on
+    chip: one element more, and rows stream (many rows) or split (one row)."""
+    thr = _dispatch.row_thresholds(tin, tout, dev)
+    longest = max(v for k, v in thr.items() if k != "few_rows")
+    many = 10 * thr["few_rows"]
+    assert _regime(dev, tin, tout, many, longest) in ON_CHIP
+    assert _regime(dev, tin, tout, many, longest + 1) == "stream"
+    assert _regime(dev, tin, tout, 1, longest + 1) == "split"
+
+
+@pytest.mark.parametrize("dev", DEVS, ids=["H100", "A100"])
+def test_plans_are_valid(dev):
+    """Every plan over a sweep of shapes respects CUDA's and the kernels'
+    limits: <= 1024 threads; warp kernels with LANES a power of two <= 32 and
+    NP on the ladder; grid-stride grids capped at MAX_BLOCKS_PER_SM per SM;
+    clusters of <= MAX_CLUSTER dividing the grid, none below sm_90; split
+    grids (splits, rows) with rows <= 65535 and a 2 x rows x splits workspace;
+    dynamic shared memory within the 227 KiB a block may use."""
+    rng = np.random.default_rng(0)
+    for tin in DTYPES:
+        Ls = sorted(set(row_lengths(tin, None, dev)) | set(int(v) for v in rng.integers(1, 10 ** 7, 100)))
+        for L in Ls:
+            for R in (1, 3, dev.sm_count // 4, dev.sm_count - 1, dev.sm_count, 10 ** 6, 2 ** 31):
+                for vec, mis in ((True, False), (True, True), (False, False)):
+                    p = _dispatch.plan_rows(R, L, tin, tin, False, dev, "auto", vec, mis)
+                    ctx = (tin, R, L, vec, mis, p)
+                    assert p.regime in KNOWN_REGIMES, ctx
+                    assert p.block[0] <= _dispatch.MAX_BLOCK_THREADS, ctx
+                    args = p.kernel.rstrip(">").split("<", 1)[1].split(", ")
+                    if p.regime == "warp":
+                        lanes, np_ = int(args[-1]), int(args[-2])
+                        assert lanes in (1, 2, 4, 8, 16, 32) and np_ in _dispatch.NP_LADDER, ctx
+                    if p.regime == "split":
+                        assert p.grid[1] == R <= 65535 and p.ws_elems == 2 * R * p.grid[0], ctx
+                    else:
+                        assert p.grid[0] <= dev.sm_count * _dispatch.MAX_BLOCKS_PER_SM, ctx
+                    if "cluster" in p.kernel.split("<")[0] or p.regime == "cluster":
+                        c = int(args[-1])
+                        assert dev.has_clusters and c <= _dispatch.MAX_CLUSTER and p.grid[0] % c == 0, ctx
+                    c = getattr(p, "cluster", 1)  # persistent clustered grids
+                    assert c == 1 or (dev.has_clusters and p.grid[0] % c == 0), ctx
+                    assert getattr(p, "smem", 0) <= 227 * 1024, ctx
+
+
+@pytest.mark.parametrize("dev", DEVS, ids=["H100", "A100"])
+def test_compile_check_covers_every_plan(dev):
+    """Every kernel the dispatcher picks for a sweep of shapes is in
+    ``all_forward_kernels`` (so the NVRTC compile check covers it)."""
+    known = {k for _, k in _dispatch.all_forward_kernels(dev)}
+    rng = np.random.default_rng(1)
+    Ls = sorted(set(int(v) for v in rng.integers(1, 600000, 150)) | {1, 2, 3, 7, 10 ** 7})
+    for tin in DTYPES:
+        for tout in DTYPES:
+            for L in Ls:
+                for R in (1, 3, dev.sm_count // 4, dev.sm_count, 10 ** 5):
+                    for vec, mis in ((True, False), (True, True), (False, False)):
+                        for alg in _dispatch.ALGORITHMS:
+                            p = _dispatch.plan_rows(R, L, tin, tout, True, dev, alg, vec, mis)
+                            for k in p.kernels():
+                                assert k in known, (tin, tout, L, R, vec, mis, alg, k)
+            for O, L, I in ((1, 5, 3), (100, 5000, 64), (2, 100000, 1)):
+                p = _dispatch.plan_cols(O, L, I, tin, tout, False, dev)
+                assert p.kernel in known
+
+
+# ----------------------------------------------------------------------------
+# Large arrays (64-bit indexing)
+# ----------------------------------------------------------------------------
+def _free():
+    import cupy
+    cupy.get_default_memory_pool().free_all_blocks()
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_more_than_2_31_elements():
+    """float16 (R, 1000) with R * 1000 > 2^31: rows past element 2^31 (and
+    the row straddling it) are correct; every row sums to 1."""
+    import cupy
+    L = 1000
+    R = (2 ** 31) // L + 1 + 512
+    assert R * L > 2 ** 31
+    x = cupy.empty((R, L), cupy.float16)
+    rs = cupy.random.RandomState(7)
+    step = 1 << 17
+    for r0 in range(0, R, step):
+        r1 = min(R, r0 + step)
+        x[r0:r1] = (rs.standard_normal((r1 - r0, L), dtype=cupy.float32) * 4).astype(cupy.float16)
+    try:
+        for log in (False, True):
+            y = _fn(log)(x)
+            straddle = (2 ** 31) // L
+            rows = [0, 1, straddle - 1, straddle, straddle + 1, R // 2, R - 2, R - 1]
+            check_forward(y[rows], host(x[rows]), -1, log, ctx=f"{R}x{L} rows {rows}")
+            if not log:
+                s = cupy.sum(y, axis=1, dtype=cupy.float32)
+                dev = float(cupy.max(cupy.abs(s - 1)))
+                assert dev < 2e-3, f"some row sums to 1 +- {dev}"
+            del y
+            _free()
+    finally:
+        del x
+        _free()
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", ["auto", "online"])
+def test_row_longer_than_2_31(algorithm):
+    """One float16 row of 2^31 + 2^20 + 3 elements (~4.3 GB): a periodic
+    pattern with distinct values planted around element 2^31 and at the ends,
+    so any 32-bit index wrap reads or writes the wrong value. The normaliser
+    is known exactly (counts of each residue), so the host never holds the
+    row."""
+    import cupy
+    L = 2 ** 31 + 2 ** 20 + 3
+    P = 7
+    fill = cupy.ElementwiseKernel("", "float16 x", "x = (float16)((float)(i % 7) * 0.25f)",
+                                  "cusoftmax_test_pattern")
+    x = cupy.empty((1, L), cupy.float16)
+    try:
+        fill(x)
+        planted = {0: 3.0, 1: -2.0, 2 ** 31 - 1: 2.5, 2 ** 31: 1.75, 2 ** 31 + 1: -1.0,
+                   L // 2: 2.75, L - 2: 2.25, L - 1: 3.25}
+        idx = cupy.asarray(list(planted), dtype=cupy.int64)
+        x[0, idx] = cupy.asarray(list(planted.values()), dtype=cupy.float16)
+        # exact normaliser in float64: residues minus the planted positions
+        m = max(max(planted.values()), (P - 1) * 0.25)
+        counts = [(L - r + P - 1) // P for r in range(P)]
+        for i in planted:
+            counts[i % P] -= 1
+        D = sum(c * math.exp(r * 0.25 - m) for r, c in enumerate(counts))
+        D += sum(math.exp(v - m) for v in planted.values())
+        sample = sorted(set(list(planted) + [3, 4, 2 ** 31 - 7, 2 ** 31 + 2, 2 ** 31 + 5, L // 3, L - 9]
+                            + [int(v) for v in np.random.default_rng(0).integers(0, L, 40)]))
+
+        def xval(i):
+            return planted.get(i, (i % P) * 0.25)
+
+        y = cusoftmax.softmax(x, dtype=cupy.float32, algorithm=algorithm)
+        got = y[0, cupy.asarray(sample, dtype=cupy.int64)].get().astype(np.float64)
+        want = np.array([math.exp(xval(i) - m) / D for i in sample])
+        atol, rtol = tolerance("float16", "float32", L)
+        assert np.all(np.abs(got - want) <= atol + rtol * want), (sample, got, want)
+        total = float(cupy.sum(y, dtype=cupy.float64))
+        assert abs(total - 1) < 1e-5 + 3 * rtol, total
+        del y
+        _free()
+        yl = cusoftmax.log_softmax(x, algorithm=algorithm)
+        got = yl[0, cupy.asarray(sample, dtype=cupy.int64)].get().astype(np.float64)
+        want = np.array([xval(i) - m - math.log(D) for i in sample])
+        tl = tolerance("float16", "float16", L, log=True)
+        assert np.all(np.abs(got - want) <= tl * np.maximum(1, np.abs(want))), (sample, got, want)
+        del yl
+    finally:
+        del x
+        _free()
