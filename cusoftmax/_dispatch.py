@@ -38,7 +38,7 @@ import numpy
 #: Bytes moved by one vector access.
 VECTOR_BYTES = 16
 #: Elements of a row one thread keeps in registers, float / double compute.
-REG_ELEMS = {4: 32, 8: 12}
+REG_ELEMS = {4: 32, 8: 8}
 #: Warp kernel block size (4 warps).
 WARP_KERNEL_THREADS = 128
 #: Largest block of the block / cluster kernels.
@@ -59,6 +59,7 @@ SPLIT_ROWS_DIV = 16
 #: regime beyond WARP_NP_MAX_16 packs a lane.
 PACKS_PER_LANE = 2
 WARP_NP_MAX_16 = 2
+WARP_NP_MAX_MIXED = 6
 #: Block regime always up to this many packs (4096 fp32 / 16384 16-bit
 #: columns); longer rows, when there are many, prefer the smem kernel.
 BLOCK_FIRST_PACKS = 1024
@@ -97,7 +98,9 @@ STREAM_UNROLL = 2
 STREAM_THREADS_PAPER = 512
 #: Double arithmetic: at most this many threads (registers per thread).
 STREAM_THREADS_F64 = 512
-COLS_MAX_THREADS_F64 = 512
+COLS_MAX_THREADS_F64 = 256
+#: ... and float arithmetic (1024-thread blocks spill the log variants).
+COLS_MAX_THREADS = 512
 #: Scalar rows (input/output alignment mismatch) hold at most this many
 #: elements a lane in the warp kernel.
 SCALAR_NP_MAX = 16
@@ -168,10 +171,11 @@ def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def _ladder(n: int, ladder=None) -> int:
+def _ladder(n: int, ladder=None, cap=None) -> int:
+    """Smallest allowed packs-per-thread value >= n (never above ``cap``)."""
     for v in (ladder or NP_LADDER):
         if n <= v:
-            return v
+            return v if cap is None else min(v, cap)
     raise ValueError(n)
 
 
@@ -194,6 +198,17 @@ def reg_elems(in_dtype: str, out_dtype: str) -> int:
     return REG_ELEMS[compute_itemsize(in_dtype, out_dtype)]
 
 
+def _warp_np_max(in_dtype: str, out_dtype: str, pack: int, np_max: int) -> int:
+    """Most packs a lane of the warp kernel holds: 16-bit rows leave the warp
+    regime early (measured); mixed storage types cap lower (ptxas spills the
+    full register budget there)."""
+    if pack >= 8:
+        return WARP_NP_MAX_16
+    if in_dtype != out_dtype:
+        return min(np_max, WARP_NP_MAX_MIXED)
+    return np_max
+
+
 def row_thresholds(in_dtype: str, out_dtype: str, dev: DeviceInfo, aligned: bool = True) -> dict:
     """Longest row (elements) each on-chip regime of ``plan_rows`` takes, for
     tests and docs: ``warp``; ``block`` (a block's registers; few rows, and
@@ -210,7 +225,7 @@ def row_thresholds(in_dtype: str, out_dtype: str, dev: DeviceInfo, aligned: bool
     np_max = reg_elems(in_dtype, out_dtype) // pack
     narrow = pack >= 8
     out = {
-        "warp": 32 * (WARP_NP_MAX_16 if narrow else np_max) * pack,
+        "warp": 32 * _warp_np_max(in_dtype, out_dtype, pack, np_max) * pack,
         "block": MAX_BLOCK_THREADS * np_max * pack,
     }
     if pack > 1 and numpy.dtype(_np_name(in_dtype)).itemsize * pack == VECTOR_BYTES:
@@ -248,7 +263,7 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
         return LaunchPlan("stream", src, k, (min(rows, sms * MAX_BLOCKS_PER_SM),), (th,), pack)
 
     # warp: LANES lanes per row, about PACKS_PER_LANE packs each
-    warp_max = 32 * (WARP_NP_MAX_16 if narrow else np_max)
+    warp_max = 32 * _warp_np_max(in_dtype, out_dtype, pack, np_max)
     if packs <= warp_max:
         lanes = min(32, _next_pow2(_cdiv(packs, 1 if narrow else PACKS_PER_LANE)))
         np_ = _ladder(_cdiv(packs, lanes), None if pack > 1 else NP_LADDER_COARSE)
@@ -271,7 +286,7 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
         cluster = min(MAX_CLUSTER, sms // rows,
                       _next_pow2(_cdiv(packs, CLUSTER_THREADS * PACKS_PER_THREAD_FEW)))
         cluster = 1 << (cluster.bit_length() - 1)
-        np_ = _ladder(_cdiv(packs, cluster * CLUSTER_THREADS), NP_LADDER_COARSE)
+        np_ = _ladder(_cdiv(packs, cluster * CLUSTER_THREADS), NP_LADDER_COARSE, np_max)
         k = f"softmax_cluster<{T}, {U}, {LG}, {pack}, {np_}, {CLUSTER_THREADS}, {cluster}>"
         return LaunchPlan("cluster", src, k, (rows * cluster,), (CLUSTER_THREADS,), pack)
 
@@ -318,7 +333,7 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
             if fits:
                 cl = fits[0]
                 threads = MAX_BLOCK_THREADS if packs > cl * CLUSTER_THREADS * np_max else CLUSTER_THREADS
-                np_ = _ladder(_cdiv(packs, cl * threads), NP_LADDER_COARSE)
+                np_ = _ladder(_cdiv(packs, cl * threads), NP_LADDER_COARSE, np_max)
                 k = f"softmax_cluster<{T}, {U}, {LG}, {pack}, {np_}, {threads}, {cl}>"
                 return LaunchPlan("cluster", src, k, (rows * cl,), (threads,), pack)
         return _plan_split(rows, packs, pack, T, U, LG, in_dtype, out_dtype, sms)
@@ -327,7 +342,7 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
     # rows this long stream faster: measured)
     if cluster_ok and not narrow and packs <= MAX_CLUSTER * CLUSTER_THREADS * np_max:
         cluster = next(c for c in (2, 4, 8) if packs <= c * CLUSTER_THREADS * np_max)
-        np_ = _ladder(_cdiv(packs, cluster * CLUSTER_THREADS), NP_LADDER_COARSE)
+        np_ = _ladder(_cdiv(packs, cluster * CLUSTER_THREADS), NP_LADDER_COARSE, np_max)
         k = f"softmax_cluster<{T}, {U}, {LG}, {pack}, {np_}, {CLUSTER_THREADS}, {cluster}>"
         nclusters = min(rows, max(1, (sms * MAX_BLOCKS_PER_SM) // cluster))
         return LaunchPlan("cluster", src, k, (nclusters * cluster,), (CLUSTER_THREADS,), pack)
@@ -380,7 +395,7 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     while tx > min_tx and O * _cdiv(I, tx) < 2 * dev.sm_count:
         tx //= 2
     threads = COLS_THREADS
-    max_threads = MAX_BLOCK_THREADS if compute_itemsize(in_dtype, out_dtype) == 4 else COLS_MAX_THREADS_F64
+    max_threads = COLS_MAX_THREADS if compute_itemsize(in_dtype, out_dtype) == 4 else COLS_MAX_THREADS_F64
     while threads < max_threads and L > (threads // tx) * COLS_CAP:
         threads *= 2
     tiles = O * _cdiv(I, tx)

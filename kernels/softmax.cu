@@ -462,7 +462,7 @@ softmax_split_finish(const T* __restrict__ x, U* __restrict__ y,
 // (one read); longer axes stream twice (online (max, sum), then write).
 // ---------------------------------------------------------------------------
 template <typename T, typename U, bool LOG, int CAP, int THREADS>
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(THREADS, 1)
 softmax_cols(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
              i64 sxo, i64 sxl, i64 syo, i64 syl, int TX) {
   typedef typename ComputeOf2<T, U>::type C;
