@@ -48,7 +48,17 @@ def as_cupy(x, name: str = "x"):
         if dev is not None and int(dev[0]) not in (_KDLCUDA, _KDLCUDAMANAGED):
             raise TypeError(f"{name} ({type(x).__name__}) lives on a non-CUDA device "
                             f"(DLPack device {tuple(dev)}): {_GPU_HINT}")
-        return cupy.from_dlpack(x)
+        try:
+            return cupy.from_dlpack(x)
+        except BufferError as e:  # e.g. a torch tensor that requires grad
+            if not hasattr(x, "__cuda_array_interface__"):
+                raise TypeError(f"{name} ({type(x).__name__}) cannot be exported through DLPack: "
+                                f"{e}") from e
+            try:
+                return cupy.asarray(x)
+            except Exception as e2:  # noqa: BLE001 - report both refusals
+                raise TypeError(f"{name} ({type(x).__name__}) cannot be shared with CuPy: {e}; "
+                                f"{e2}") from e2
     if hasattr(x, "__cuda_array_interface__"):
         return cupy.asarray(x)
     raise TypeError(f"{name} must be a GPU array (cupy.ndarray, or an object with "
