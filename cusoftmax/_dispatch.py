@@ -60,6 +60,8 @@ SPLIT_ROWS_DIV = 16
 PACKS_PER_LANE = 2
 WARP_NP_MAX_16 = 2
 WARP_NP_MAX_MIXED = 6
+#: Block regime, log-softmax: packs a thread holds at most.
+LOG_BLOCK_NP_MAX = 6
 #: Block regime always up to this many packs (4096 fp32 / 16384 16-bit
 #: columns); longer rows, when there are many, prefer the smem kernel.
 BLOCK_FIRST_PACKS = 1024
@@ -278,7 +280,9 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
         return _plan_stream(rows, pack, T, U, LG, sms, wide_c)
 
     cluster_ok = dev.has_clusters
-    block_cap = MAX_BLOCK_THREADS * np_max
+    # (log-softmax keeps x and its exponentials' sum: at 1024 threads and the
+    # full budget ptxas spills on sm_80, so it holds at most LOG_BLOCK_NP_MAX)
+    block_cap = MAX_BLOCK_THREADS * (min(np_max, LOG_BLOCK_NP_MAX) if log else np_max)
 
     # few rows of block size: spread each row over a cluster (>= 4 SMs a row)
     if (cluster_ok and CLUSTER_MIN_PACKS_FEW < packs <= block_cap
