@@ -8,7 +8,7 @@ mkdir -p "$OUT"
 export PYTHONPATH=.:tests PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 # the suite: everything but the CPU-only compile check and wheel build (CI runs those)
-timeout "${T_TEST:-330}" python3 -m pytest tests -q -p no:cacheprovider -rfE \
+timeout "${T_TEST:-330}" python3 -m pytest tests -q -p no:cacheprovider -rfE --timeout=120 \
   --ignore=tests/test_compile.py --ignore=tests/test_packaging.py \
   --hypothesis-show-statistics > "$OUT/pytest.log" 2>&1
 echo "pytest exit status: $?" >> "$OUT/pytest.log"
