@@ -21,14 +21,7 @@ from ._launch import Launch, capture_guard, device_info
 
 __all__ = ["softmax_backward", "log_softmax_backward"]
 
-try:
-    import cupy as _cupy
-    _ndarray = _cupy.ndarray
-    _get_device = _cupy.cuda.runtime.getDevice
-except ImportError:  # pragma: no cover - cupy missing: as_cupy raises a clear error
-    _cupy = None
-    _ndarray = ()
-    _get_device = None
+from ._launch import _cupy, _get_device, _ndarray  # noqa: E402  (one CuPy import for all ops)
 
 
 def result_dtype(y_dtype: numpy.dtype, dy_dtype: numpy.dtype) -> numpy.dtype:

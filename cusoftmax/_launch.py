@@ -102,8 +102,11 @@ try:
     import cupy as _cupy
     from cupy_backends.cuda.api.driver import launchKernel as _drv_launch
     _current_stream = _cupy.cuda.get_current_stream
-except ImportError:  # pragma: no cover - no CuPy: nothing launches
-    _drv_launch = _current_stream = None
+    _ndarray = _cupy.ndarray
+    _get_device = _cupy.cuda.runtime.getDevice
+except ImportError:  # pragma: no cover - no CuPy: as_cupy raises a clear error, nothing launches
+    _cupy = _drv_launch = _current_stream = _get_device = None
+    _ndarray = ()
 
 
 _graph_keep: list = []

@@ -21,14 +21,7 @@ from ._loader import get_kernel
 
 __all__ = ["softmax_topk", "TopK"]
 
-try:
-    import cupy as _cupy
-    _ndarray = _cupy.ndarray
-    _get_device = _cupy.cuda.runtime.getDevice
-except ImportError:  # pragma: no cover - cupy missing: as_cupy raises a clear error
-    _cupy = None
-    _ndarray = ()
-    _get_device = None
+from ._launch import _cupy, _get_device, _ndarray  # noqa: E402  (one CuPy import for all ops)
 
 #: Dynamic shared memory above this needs an opt-in (48 KB less the kernels'
 #: static shared memory, with margin).
