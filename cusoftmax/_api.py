@@ -8,7 +8,7 @@ import numpy
 from . import _dispatch
 from ._arrays import (analyze_layout, as_cupy, check_algorithm, check_out, float_dtype_for,
                       out_dtype_for, normalize_axes)
-from ._launch import Launch, capture_guard, device_info
+from ._launch import Launch, capture_guard, device_info, on_device
 
 __all__ = ["softmax", "log_softmax"]
 
@@ -187,24 +187,13 @@ def _forward(x, axis, dtype, out, algorithm, log):
         return y
     if out is not None:
         check_out(out, p.shape, p.out_dtype, dev, (("x", x),))
-        if out.size and any(s == 0 for s, n in zip(out.strides, out.shape) if n > 1):
-            raise ValueError("out has a zero stride (a broadcast view); it must be writable "
-                             "element by element")
     if p.kind == "cast":
         with capture_guard():
             return _forward(x.astype(p.work_dtype), axis, dtype, out, algorithm, log)
-    switch = _get_device() != dev
-    if switch:
-        ctx = _cupy.cuda.Device(dev)
-        ctx.__enter__()
-    try:
-        with capture_guard():
-            y = _alloc(p) if out is None else out
-            if p.kind != "empty":
-                p.run(x, y)
-    finally:
-        if switch:
-            ctx.__exit__(None, None, None)
+    with on_device(dev), capture_guard():
+        y = _alloc(p) if out is None else out
+        if p.kind != "empty":
+            p.run(x, y)
     return y
 
 

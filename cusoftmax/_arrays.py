@@ -166,6 +166,9 @@ def check_out(out, shape, dtype, device_id, inputs, name="out"):
         raise TypeError(f"{name} has dtype {out.dtype}, expected {dtype}")
     if out.data.device_id != device_id:
         raise ValueError(f"{name} is on device {out.data.device_id}, the input on device {device_id}")
+    if out.size and any(st == 0 for st, n in zip(out.strides, out.shape) if n > 1):
+        raise ValueError(f"{name} has a zero stride (a broadcast view); it must be writable "
+                         "element by element")
     if out.size == 0:
         return
     olo, ohi = mem_bounds(out)

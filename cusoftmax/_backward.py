@@ -17,7 +17,7 @@ import numpy
 
 from . import _dispatch, _launch
 from ._arrays import analyze_layout, as_cupy, check_out, float_dtype_for, normalize_axes
-from ._launch import Launch, capture_guard, device_info
+from ._launch import Launch, capture_guard, device_info, on_device
 
 __all__ = ["softmax_backward", "log_softmax_backward"]
 
@@ -284,25 +284,14 @@ def _backward(y, dy, axis, out, log):
         return dx
     if out is not None:
         check_out(out, p.shape, p.out_dtype, dev, (("y", y), ("dy", dy)))
-        if out.size and any(s == 0 for s, n in zip(out.strides, out.shape) if n > 1):
-            raise ValueError("out has a zero stride (a broadcast view); it must be writable "
-                             "element by element")
     if p.kind == "cast":
         with capture_guard():
             return _backward(y.astype(p.y_work, copy=False), dy.astype(p.dy_work, copy=False),
                              axis, out, log)
-    switch = _get_device() != dev
-    if switch:
-        ctx = _cupy.cuda.Device(dev)
-        ctx.__enter__()
-    try:
-        with capture_guard():
-            dx = _alloc(p) if out is None else out
-            if p.kind != "empty":
-                p.run(y, dy, dx)
-    finally:
-        if switch:
-            ctx.__exit__(None, None, None)
+    with on_device(dev), capture_guard():
+        dx = _alloc(p) if out is None else out
+        if p.kind != "empty":
+            p.run(y, dy, dx)
     return dx
 
 

@@ -124,6 +124,15 @@ class _KeepAlive:
         return mp
 
 
+def on_device(device_id: int):
+    """Context making ``device_id`` current (a no-op when it already is)."""
+    import contextlib
+
+    if _get_device() == device_id:
+        return contextlib.nullcontext()
+    return _cupy.cuda.Device(device_id)
+
+
 def capture_guard():
     """Context for the slow path of an operation (one with temporaries).
 

@@ -16,12 +16,12 @@ import numpy
 
 from . import _dispatch
 from ._arrays import _one_axis, analyze_layout, as_cupy, check_algorithm, float_dtype_for, out_dtype_for
-from ._launch import capture_guard, device_info
+from ._launch import capture_guard, device_info, on_device
 from ._loader import get_kernel
 
 __all__ = ["softmax_topk", "TopK"]
 
-from ._launch import _cupy, _get_device, _ndarray  # noqa: E402  (one CuPy import for all ops)
+from ._launch import _cupy, _ndarray  # noqa: E402  (one CuPy import for all ops)
 
 #: Dynamic shared memory above this needs an opt-in (48 KB less the kernels'
 #: static shared memory, with margin).
@@ -310,14 +310,6 @@ def softmax_topk(x, k, /, axis=-1, *, log=False, dtype=None, algorithm="auto") -
     if p.kind == "empty":
         return TopK(_cupy.empty(p.out_shape, p.odt), _cupy.empty(p.out_shape, numpy.int64))
     dev = x.data.device_id
-    switch = _get_device() != dev
-    if switch:
-        ctx = _cupy.cuda.Device(dev)
-        ctx.__enter__()
-    try:
-        with capture_guard():
-            vals, idx = p.run(x)
-    finally:
-        if switch:
-            ctx.__exit__(None, None, None)
+    with on_device(dev), capture_guard():
+        vals, idx = p.run(x)
     return TopK(vals, idx)
