@@ -103,6 +103,17 @@ def _prepare(x, axis, dtype, algorithm, log, out):
         lay = analyze_layout(shape, [xs, ys], set(axes))
     if lay is not None and lay[0] == "cols" and algorithm != "auto":
         lay = None  # the paper's streaming forms run on rows: copy
+    plan = None
+    if lay is not None and lay[0] == "cols":
+        _, O, L, I, (sxo, syo), (sxl, syl), (ox, oy) = lay
+        # widest vector along I (<= 16 bytes) that pointers, strides and I allow
+        xe, ye = (x.data.ptr & 15) // isz + ox, yptr_mod // osz + oy
+        vec = _dispatch.VECTOR_BYTES // max(isz, osz)
+        while vec > 1 and any(v % vec for v in (xe, ye, I, sxo, sxl, syo, syl)):
+            vec //= 2
+        plan = _dispatch.plan_cols(O, L, I, tin, tout, log, dev, vec)
+        if _dispatch.cols_prefers_copy(plan, O, L, I, dev):
+            lay = None
     if lay is None:
         p.kind = "copy"
         p.red_axes = axes
@@ -132,10 +143,8 @@ def _prepare(x, axis, dtype, algorithm, log, out):
         if p.prm is not None:
             p.prm.describe = f"{R} rows of {L} elements"
         return p
-    _, O, L, I, (sxo, syo), (sxl, syl), (ox, oy) = lay
     p.kind = "cols"
     p.offx, p.offy = ox * isz, oy * osz
-    plan = _dispatch.plan_cols(O, L, I, tin, tout, log, dev)
     p.launch = Launch(plan, x.data.device_id)
     p.args = (O, L, I, sxo, sxl, syo, syl)
     p.prm = p.launch.params((0, 0, O, L, I, sxo, sxl, syo, syl, plan.extra[0]))

@@ -110,6 +110,20 @@ SPLIT_THREADS = 256
 #: Column kernel: elements per thread in registers, default block.
 COLS_CAP = 16
 COLS_THREADS = 256
+#: Staged column kernel: shared memory one block may park (bytes), the
+#: most bytes of x a tile takes from each row, and its block sizes.
+COLS_STAGE_BYTES = 224 * 1024
+COLS_STAGE_SEGMENT = 128
+#: Axes up to this long stay in registers (softmax_cols); longer ones are staged.
+COLS_REGS_MAX_L = 128
+#: (input, output) dtypes with a staged kernel (other pairs stream twice).
+COLS_STAGED_PAIRS = {("float16", "float16"), ("bfloat16", "bfloat16"), ("float32", "float32"),
+                     ("float16", "float32"), ("bfloat16", "float32"), ("float64", "float64")}
+COLS_STAGE_THREADS = 512
+COLS_STAGE_THREADS_F64 = 256
+#: An axis streamed twice over fewer tiles than this many per SM goes
+#: through a transposing copy instead (see cols_prefers_copy).
+COLS_COPY_TILES_PER_SM = 1
 #: Grid-stride kernels launch at most this many blocks per SM.
 MAX_BLOCKS_PER_SM = 32
 #: Allowed "packs per thread" values (template instantiations): a need is
@@ -131,10 +145,24 @@ class DeviceInfo:
     """What the dispatcher needs to know about a GPU."""
     sm_count: int
     cc: int  # compute capability, e.g. 90
+    #: opt-in shared memory per block in bytes (0: by compute capability)
+    smem_block: int = 0
 
     @property
     def has_clusters(self) -> bool:
         return self.cc >= 90
+
+    @property
+    def max_smem(self) -> int:
+        """Dynamic shared memory one block may use (bytes)."""
+        if self.smem_block:
+            return self.smem_block
+        return {90: 227 * 1024, 100: 227 * 1024, 80: 163 * 1024, 87: 163 * 1024}.get(self.cc, 99 * 1024)
+
+    @property
+    def smem_rows_max_packs(self) -> int:
+        """Longest row (packs) the smem kernel stages per block (2 stages)."""
+        return min(SMEM_MAX_PACKS, self.max_smem // (SMEM_MAX_STAGES * VECTOR_BYTES))
 
 
 @dataclass(frozen=True)
@@ -231,7 +259,7 @@ def row_thresholds(in_dtype: str, out_dtype: str, dev: DeviceInfo, aligned: bool
         "block": MAX_BLOCK_THREADS * np_max * pack,
     }
     if pack > 1 and numpy.dtype(_np_name(in_dtype)).itemsize * pack == VECTOR_BYTES:
-        out["smem"] = (MAX_CLUSTER if dev.has_clusters else 1) * SMEM_MAX_PACKS * pack
+        out["smem"] = (MAX_CLUSTER if dev.has_clusters else 1) * dev.smem_rows_max_packs * pack
     if dev.has_clusters and not narrow:
         out["cluster"] = MAX_CLUSTER * CLUSTER_THREADS * np_max * pack
     out["few_rows"] = FEW_ROWS_PER_SM * dev.sm_count
@@ -305,7 +333,7 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
 
     def smem_plan(cluster):
         cpk = _cdiv(packs, cluster)
-        stages = max(2, min(SMEM_MAX_STAGES, SMEM_BYTES // (cpk * VECTOR_BYTES)))
+        stages = max(2, min(SMEM_MAX_STAGES, min(SMEM_BYTES, dev.max_smem) // (cpk * VECTOR_BYTES)))
         grid = min(rows, sms // cluster) * cluster  # one block per SM, persistent
         k = f"softmax_smem<{T}, {U}, {LG}, {pack}, {SMEM_THREADS}, {cluster}, {stages}>"
         return LaunchPlan("smem", src, k, (grid,), (SMEM_THREADS,), pack, extra=(cpk,),
@@ -319,14 +347,15 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
     # (cp.async moves 16-byte input packs: the input must be the wider side)
     many = (rows >= SMEM_MIN_ROWS_PER_SM * sms
             and numpy.dtype(_np_name(in_dtype)).itemsize * pack == VECTOR_BYTES)
-    if many and pack > 1 and packs <= SMEM_MAX_PACKS:
+    smax = dev.smem_rows_max_packs
+    if many and pack > 1 and packs <= smax:
         return smem_plan(1)
     if packs <= block_cap:  # (16-bit rows with many of them took smem above)
         return block_plan()
-    if many and pack > 1 and cluster_ok and packs <= 2 * SMEM_MAX_PACKS:
+    if many and pack > 1 and cluster_ok and packs <= 2 * smax:
         return smem_plan(2)
-    if many and pack > 1 and cluster_ok and packs <= MAX_CLUSTER * SMEM_MAX_PACKS:
-        return smem_plan(4 if packs <= 4 * SMEM_MAX_PACKS else 8)
+    if many and pack > 1 and cluster_ok and packs <= MAX_CLUSTER * smax:
+        return smem_plan(4 if packs <= 4 * smax else 8)
     # few long rows: a cluster per row when all of them fit on the GPU at
     # once (one read), else split each row over many blocks (two launches)
     if few:
@@ -386,12 +415,82 @@ def _plan_split(rows, packs, pack, T, U, LG, in_dtype, out_dtype, sms) -> Launch
                       ws_dtype=cdt, extra=(pps,))
 
 
+def cols_prefers_copy(plan: LaunchPlan, O: int, L: int, I: int, dev: DeviceInfo) -> bool:
+    """True when a cols plan streams the axis twice over fewer tiles than
+    COLS_COPY_TILES_PER_SM x SMs: too few blocks to reach the memory system,
+    so a transposing copy to rows (and back) is faster."""
+    if "softmax_cols_staged" in plan.kernel:
+        # one read, but fewer blocks than half the SMs cannot reach the memory system
+        return plan.grid[0] * 2 < dev.sm_count
+    tx = plan.extra[0]
+    two_pass = L > plan.block[0] // tx * COLS_CAP
+    return two_pass and O * _cdiv(I, tx) < COLS_COPY_TILES_PER_SM * dev.sm_count
+
+
+def _plan_cols_staged(O, L, I, T, U, LG, isz, osz, wide_c, dev, vec) -> Optional[LaunchPlan]:
+    """softmax_cols_staged: the tile (W elements of I by L) parked in shared
+    memory by one block or, on sm_90, split over a cluster of blocks. Options
+    are tried in the order measured best on H100 (tools/tune_cols.py): row
+    segments of COLS_STAGE_SEGMENT bytes halving to 64 held by one block,
+    then by a pair of blocks, then 32-byte segments by one block or a pair;
+    only then clusters of 4 and 8; an option must give blocks for at least
+    3/4 of the SMs where any does. 16-byte
+    packs of a tile small enough to double-buffer go by cp.async. None:
+    nothing fits."""
+    budget = min(COLS_STAGE_BYTES, dev.max_smem)
+    vmax = VECTOR_BYTES // max(isz, osz)
+    v = vmax if vec >= vmax else 1  # full vectors, or scalar
+    # W = TX * v with TX <= 32 lanes
+    w_top = max(1, min(COLS_STAGE_SEGMENT // isz, _next_pow2(I), 32 * v))
+    w_min = min(w_top, max(1, 32 // isz))
+    widths = []
+    w = w_top
+    while w >= w_min:
+        widths.append(w)
+        w //= 2
+    wide = [w for w in widths if w * isz >= 64] or widths[:1]
+    narrow = [w for w in widths if w not in wide]
+    order = [(w, 1) for w in wide]
+    if dev.has_clusters:
+        order += [(w, 2) for w in wide] + [(w, c) for w in narrow for c in (1, 2)]
+        order += [(w, c) for c in (4, 8) for w in widths]
+    else:
+        order += [(w, 1) for w in narrow]
+    fits = [(w, c) for w, c in order if _cdiv(L, c) * w * isz <= budget]
+    if not fits:
+        return None
+    busy = [(w, c) for w, c in fits if 4 * O * _cdiv(I, w) * c >= 3 * dev.sm_count]
+    W, c = (busy or fits)[0]
+    if W % v:
+        v = 1
+    th = COLS_STAGE_THREADS_F64 if wide_c else COLS_STAGE_THREADS
+    tile = _cdiv(L, c) * W * isz
+    stages = 2 if (c == 1 and v * isz == VECTOR_BYTES and 2 * tile <= budget) else 0
+    smem = max(stages, 1) * tile
+    tiles = O * _cdiv(I, W)
+    if c == 1:
+        per_sm = max(1, min((dev.max_smem + 1024) // (smem + 1024), 2048 // th))
+        grid = min(tiles, dev.sm_count * per_sm)
+    else:  # persistent clusters: the launcher caps the grid at what fits
+        grid = min(tiles, dev.sm_count) * c
+    k = f"softmax_cols_staged<{T}, {U}, {LG}, {v}, {th}, {stages}, {c}>"
+    return LaunchPlan("cols", "softmax.cu", k, (grid,), (th,), 1, extra=(W // v,), smem=smem, cluster=c)
+
+
 def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
-              dev: DeviceInfo) -> LaunchPlan:
-    """Plan for the (O, L, I) layout, reduction along L, unit-stride I."""
+              dev: DeviceInfo, vec: int = 1) -> LaunchPlan:
+    """Plan for the (O, L, I) layout, reduction along L, unit-stride I.
+
+    ``vec`` is the widest vector (elements along I) the pointers, strides and
+    I allow (a power of two; 1 always works). Axes that fit the block's
+    registers take ``softmax_cols`` (one read); longer ones whose tile fits
+    ``COLS_STAGE_BYTES`` of shared memory take ``softmax_cols_staged`` (one
+    read); anything longer streams twice through ``softmax_cols``."""
     T, U = CTYPE[in_dtype], CTYPE[out_dtype]
     LG = "true" if log else "false"
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    osz = numpy.dtype(_np_name(out_dtype)).itemsize
+    wide_c = compute_itemsize(in_dtype, out_dtype) == 8
     # lanes along I: a full 128-byte line when there is enough parallelism,
     # down to one 32-byte sector per row of the tile when tiles are few
     tx = min(32, _next_pow2(I))
@@ -399,7 +498,11 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     while tx > min_tx and O * _cdiv(I, tx) < 2 * dev.sm_count:
         tx //= 2
     threads = COLS_THREADS
-    max_threads = COLS_MAX_THREADS if compute_itemsize(in_dtype, out_dtype) == 4 else COLS_MAX_THREADS_F64
+    max_threads = COLS_MAX_THREADS_F64 if wide_c else COLS_MAX_THREADS
+    if L > COLS_REGS_MAX_L and (in_dtype, out_dtype) in COLS_STAGED_PAIRS:
+        st = _plan_cols_staged(O, L, I, T, U, LG, isz, osz, wide_c, dev, vec)
+        if st is not None:
+            return st
     while threads < max_threads and L > (threads // tx) * COLS_CAP:
         threads *= 2
     tiles = O * _cdiv(I, tx)
@@ -452,10 +555,21 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                                     p = plan_rows(rows, L, ti, to, log, dev, algo, vec, mis)
                                     for kname in p.kernels():
                                         found[(p.source, kname)] = None
-                    for L in (1, 2, 100, 10 ** 4, 10 ** 6):  # every block size plan_cols picks
+                    for L in (1, 2, 100, 10 ** 4, 10 ** 6):  # every block size of softmax_cols
                         for I in (1, 3, 64, 4096):
-                            p = plan_cols(7, L, I, ti, to, log, dev)
-                            found[(p.source, p.kernel)] = None
+                            p = plan_cols(7, L, I, ti, to, log, dev, 1)
+                            if not p.smem:
+                                found[(p.source, p.kernel)] = None
+                    if vec and (ti, to) in COLS_STAGED_PAIRS:  # every staged variant
+                        isz = numpy.dtype(_np_name(ti)).itemsize
+                        vmax = VECTOR_BYTES // max(isz, numpy.dtype(_np_name(to)).itemsize)
+                        th = COLS_STAGE_THREADS_F64 if compute_itemsize(ti, to) == 8 else COLS_STAGE_THREADS
+                        LG = "true" if log else "false"
+                        for v in sorted({1, vmax}):
+                            for c in ((1, 2, 4, 8) if dev.has_clusters else (1,)):
+                                for st in ((0, 2) if (c == 1 and v * isz == VECTOR_BYTES) else (0,)):
+                                    k = f"softmax_cols_staged<{CTYPE[ti]}, {CTYPE[to]}, {LG}, {v}, {th}, {st}, {c}>"
+                                    found[("softmax.cu", k)] = None
     return list(found)
 
 

@@ -29,7 +29,8 @@ def device_info(device_id: int) -> DeviceInfo:
             rt = cupy.cuda.runtime
             info = DeviceInfo(
                 sm_count=rt.deviceGetAttribute(rt.cudaDevAttrMultiProcessorCount, device_id),
-                cc=int(cupy.cuda.Device(device_id).compute_capability))
+                cc=int(cupy.cuda.Device(device_id).compute_capability),
+                smem_block=rt.deviceGetAttribute(rt.cudaDevAttrMaxSharedMemoryPerBlockOptin, device_id))
             _devinfo[device_id] = info
     return info
 
@@ -206,7 +207,9 @@ class Launch:
         except Exception:  # noqa: BLE001 - no usable CUDA (tests with stand-in kernels)
             ctx = None
         try:
-            if plan.smem:  # opt in to the dynamic shared memory (> 48 KiB needs it)
+            # opt in to the dynamic shared memory (> 48 KiB needs it); the
+            # function is shared by every plan that uses the kernel: only raise
+            if plan.smem and self.fn.max_dynamic_shared_size_bytes < plan.smem:
                 self.fn.max_dynamic_shared_size_bytes = plan.smem
             if plan.cluster > 1 and ctx is not None:  # persistent clusters: only as many as fit
                 fit = max_active_clusters(self.fn, plan.cluster, plan.block[0], plan.smem)
@@ -268,6 +271,6 @@ class Launch:
     def cols(self, xptr, yptr, O, L, I, sxo, sxl, syo, syl) -> None:
         try:
             self.fn(self.grid, self.block, (xptr, yptr, O, L, I, sxo, sxl, syo, syl,
-                                            numpy.int32(self.extra[0])))
+                                            numpy.int32(self.extra[0])), shared_mem=self.smem)
         except _CUDA_ERRORS as e:
             raise self._failed(e, f"shape (outer {O}, reduced {L}, inner {I})") from e

@@ -16,6 +16,9 @@
 //   softmax_cols     reduction along a strided axis with a unit-stride inner
 //                    axis (non-last axis, Fortran order): lanes run along the
 //                    inner axis so every access is coalesced.
+//   softmax_cols_staged  the same layout, axes too long for registers: each
+//                    thread keeps its VEC-wide packs in shared memory (one read
+//                    of x, one write of y).
 // Every kernel takes T (input storage), U (output storage) and LOG (log-softmax);
 // arithmetic is in C = float, or double when either side is double.
 #include "common.cuh"
@@ -525,4 +528,165 @@ softmax_cols(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
       }
     }
   }
+}
+
+// ---------------------------------------------------------------------------
+// softmax_cols_staged: the (O, L, I) layout of softmax_cols for axes too long
+// to hold in registers. A tile is one o and W = TX * VEC consecutive i; a
+// thread handles VEC-wide packs (16 bytes at most) along i for the rows
+// l = ly, ly + NY, ... and parks them in dynamic shared memory, each thread in
+// its own slots (slot l * TX + tx: a warp's accesses are contiguous, and no
+// barrier is needed between parking and reading back). One read of x, one
+// write of y. STAGES == 0: packs go through registers (any VEC); STAGES >= 1:
+// cp.async copies them straight to shared memory (16-byte packs only), every
+// load of the tile in flight at once, and with STAGES == 2 the next tile
+// streams in while this one is reduced and written. On sm_90 a cluster of
+// CLUSTER blocks can share a tile, block `rank` parking rows
+// [rank * Lc, (rank + 1) * Lc) (Lc = ceil(L / CLUSTER)) and the blocks'
+// (max, sum) partials merged through distributed shared memory; clusters
+// stride over tiles. Shared memory: max(STAGES, 1) * Lc * W elements of T
+// (W <= COLS_W_MAX). VEC > 1 needs I, every stride and both base pointers to
+// be multiples of VEC elements.
+// ---------------------------------------------------------------------------
+#define COLS_W_MAX 64
+template <typename T, typename U, bool LOG, int VEC, int THREADS, int STAGES, int CLUSTER>
+__global__ void CSM_CLUSTER_DIMS(CLUSTER) __launch_bounds__(THREADS, 1)
+softmax_cols_staged(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
+                    i64 sxo, i64 sxl, i64 syo, i64 syl, int TX) {
+  typedef typename ComputeOf2<T, U>::type C;
+  typedef Pack<T, VEC> P;
+  static_assert(STAGES == 0 || sizeof(P) == 16, "cp.async moves 16-byte packs");
+  constexpr int WARPS = THREADS / 32;
+  constexpr int UNR = 4;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  P* park = reinterpret_cast<P*>(smem_raw);
+  __shared__ MD<C> red[WARPS * COLS_W_MAX];
+  __shared__ MD<C> cpart[2][COLS_W_MAX];  // this block's partials, for the cluster
+  const int tx = threadIdx.x % TX, ly = threadIdx.x / TX, NY = THREADS / TX;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  unsigned rank = 0;
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+  if (CLUSTER > 1) rank = cluster_ctarank();
+#endif
+  const i64 cid = blockIdx.x / CLUSTER, ncl = gridDim.x / CLUSTER;
+  const i64 W = (i64)TX * VEC;
+  const i64 tiles_i = (I + W - 1) / W, tiles = O * tiles_i;
+  const i64 Lc = (L + CLUSTER - 1) / CLUSTER, lb = min((i64)rank * Lc, L), le = min(lb + Lc, L);
+  const i64 stage_packs = Lc * TX;
+  // cp.async the thread's packs of tile t into buffer `buf`
+  auto issue = [&](i64 t, P* buf) {
+    const i64 o = t / tiles_i, i = (t % tiles_i) * W + (i64)tx * VEC;
+    if (i < I) {
+      const T* xc = x + o * sxo + i;
+      for (i64 l = lb + ly; l < le; l += NY) cp_async16(buf + (l - lb) * TX + tx, xc + l * sxl);
+    }
+  };
+  if (STAGES == 2) {
+    if (cid < tiles) issue(cid, park);
+    cp_async_commit();
+  }
+  int it = 0;
+  for (i64 t = cid; t < tiles; t += ncl, ++it) {
+    const i64 o = t / tiles_i, i = (t % tiles_i) * W + (i64)tx * VEC;
+    const bool ok = i < I;
+    U* yc = y + o * syo + (ok ? i : 0);
+    P* cur = park + (STAGES == 2 ? (it & 1) * stage_packs : 0);
+    MD<C> md[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
+    if (STAGES == 2) {
+      const i64 tn = t + ncl;
+      if (tn < tiles) issue(tn, park + ((it + 1) & 1) * stage_packs);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else if (STAGES == 1) {
+      issue(t, cur);
+      cp_async_commit();
+      cp_async_wait<0>();
+    }
+    if (ok) {
+      const T* xc = x + o * sxo + i;
+      for (i64 l0 = lb + ly; l0 < le; l0 += (i64)NY * UNR) {
+        P p[UNR];
+#pragma unroll
+        for (int u = 0; u < UNR; ++u) {
+          const i64 l = l0 + (i64)u * NY;
+          if (l < le) p[u] = STAGES == 0 ? load_pack<T, VEC>(xc + l * sxl) : cur[(l - lb) * TX + tx];
+        }
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          C v[UNR];
+#pragma unroll
+          for (int u = 0; u < UNR; ++u)
+            v[u] = (l0 + (i64)u * NY < le) ? to_compute<C>(p[u].v[e]) : Num<C>::neg_inf();
+          md[e] = md_update<C, UNR>(md[e], v);
+        }
+        if (STAGES == 0) {
+#pragma unroll
+          for (int u = 0; u < UNR; ++u) {
+            const i64 l = l0 + (i64)u * NY;
+            if (l < le) cur[(l - lb) * TX + tx] = p[u];
+          }
+        }
+      }
+    }
+    // lanes of a warp with equal tx: xor over the lane bits above TX
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      for (int off = TX; off < 32; off <<= 1) {
+        MD<C> other;
+        other.m = shfl_xor(md[e].m, off);
+        other.d = shfl_xor(md[e].d, off);
+        md[e] = md_merge(md[e], other);
+      }
+      if (lane < TX) red[warp * COLS_W_MAX + lane * VEC + e] = md[e];
+    }
+    __syncthreads();
+    C s[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      if (WARPS > 1) {
+        md[e] = md_identity<C>();
+        for (int w = 0; w < WARPS; ++w) md[e] = md_merge(md[e], red[w * COLS_W_MAX + tx * VEC + e]);
+      }
+    }
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+    if (CLUSTER > 1) {
+      if (ly == 0) {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) cpart[it & 1][tx * VEC + e] = md[e];
+      }
+      cluster_sync();  // partials visible; slot it & 1 is reused two tiles later
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        MD<C> tot = md_identity<C>();
+        for (int r = 0; r < CLUSTER; ++r) {
+          const unsigned a = cluster_map_shared(&cpart[it & 1][tx * VEC + e], (unsigned)r);
+          MD<C> q;
+          q.m = ld_shared_cluster(a, C());
+          q.d = ld_shared_cluster(a + sizeof(C), C());
+          tot = md_merge(tot, q);
+        }
+        md[e] = tot;
+      }
+    }
+#endif
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) s[e] = row_scale<C, LOG>(md[e]);
+    __syncthreads();
+    if (ok) {
+      for (i64 l = lb + ly; l < le; l += NY) {
+        const P p = cur[(l - lb) * TX + tx];
+        Pack<U, VEC> q;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          q.v[e] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(p.v[e]), md[e].m, s[e]));
+        store_pack<U, VEC>(yc + l * syl, q);
+      }
+    }
+  }
+  if (STAGES > 0) cp_async_wait<0>();
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+  if (CLUSTER > 1) cluster_sync();  // no block exits while others may read its partials
+#endif
 }

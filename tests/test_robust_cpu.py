@@ -176,3 +176,33 @@ def test_explicit_op_label(no_compile):
     plan = _dispatch.plan_rows(2, 10, "float32", "float32", False, _dispatch.DeviceInfo(132, 90))
     with pytest.raises(RuntimeError, match=r"^cusoftmax.softmax_backward: "):
         _launch.Launch(plan, 0, op="softmax_backward").rows(0, 0, 2, 10, 10, 10)
+
+
+class _SmemKernel:
+    """A kernel handle that records its dynamic shared memory opt-in."""
+
+    def __init__(self):
+        self.max_dynamic_shared_size_bytes = 48 * 1024
+        self.launched = []
+
+    def __call__(self, grid, block, args, shared_mem=0, **kw):
+        assert shared_mem <= self.max_dynamic_shared_size_bytes, "launch above the opt-in fails on a GPU"
+        self.launched.append(shared_mem)
+
+
+def test_shared_kernel_opt_in_only_grows(monkeypatch):
+    """Plans of one kernel with different shared memory share its function
+    handle: building a smaller plan after a larger one must not lower the
+    opt-in the larger one launches with (that launch would fail)."""
+    fn = _SmemKernel()
+    monkeypatch.setattr(_launch, "get_kernel", lambda src, name, dev: fn)
+    dev = _dispatch.DeviceInfo(132, 90)
+    big = _dispatch.plan_cols(1, 2048, 4096, "float32", "float32", False, dev, 4)
+    small = _dispatch.plan_cols(1, 200, 4096, "float32", "float32", False, dev, 4)
+    assert big.kernel.startswith("softmax_cols_staged") and small.smem < big.smem
+    lb = _launch.Launch(big, 0)
+    ls = _launch.Launch(small, 0)
+    assert fn.max_dynamic_shared_size_bytes >= big.smem
+    lb.cols(0, 0, 1, 2048, 4096, 0, 4096, 0, 4096)
+    ls.cols(0, 0, 1, 200, 4096, 0, 4096, 0, 4096)
+    assert fn.launched == [big.smem, small.smem]

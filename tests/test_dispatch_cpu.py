@@ -1,0 +1,71 @@
+"""Launch plans of the strided-axis (cols) layout, without a GPU: every plan
+respects CUDA's and the kernels' limits on H100 and A100, the layouts the
+benchmark times take the one-read kernels, and an axis too long for one read
+over too few tiles goes through the transposing copy."""
+import itertools
+
+import numpy as np
+import pytest
+
+from cusoftmax import _dispatch
+from cusoftmax._dispatch import DeviceInfo
+
+DEVS = [DeviceInfo(132, 90), DeviceInfo(108, 80), DeviceInfo(46, 86)]
+DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+def _isz(d):
+    return 2 if d == "bfloat16" else np.dtype(d).itemsize
+
+
+def _args(p):
+    return p.kernel.rstrip(">").split("<", 1)[1].split(", ")
+
+
+@pytest.mark.parametrize("dev", DEVS, ids=["H100", "A100", "sm86"])
+def test_cols_plans_within_limits(dev):
+    known = {k for _, k in _dispatch.all_forward_kernels(dev)}
+    Ls = (1, 2, 17, 512, 1000, 2048, 2049, 4096, 7000, 8192, 30000, 10 ** 6)
+    Is = (1, 3, 8, 33, 64, 1000, 4096)
+    for tin, tout in itertools.product(DTYPES, DTYPES):
+        for O, L, I, vec in itertools.product((1, 5, 300), Ls, Is, (1, 2, 4, 8)):
+            p = _dispatch.plan_cols(O, L, I, tin, tout, False, dev, vec)
+            ctx = (tin, tout, O, L, I, vec, p)
+            assert p.kernel in known, ctx
+            assert p.block[0] <= _dispatch.MAX_BLOCK_THREADS, ctx
+            tx = p.extra[0]
+            assert 1 <= tx <= 32 and p.block[0] % tx == 0, ctx
+            if p.kernel.startswith("softmax_cols_staged"):
+                v, th, st, c = (int(a) for a in _args(p)[3:])
+                assert v <= vec and vec % v == 0, ctx  # never wider than the layout allows
+                assert v * max(_isz(tin), _isz(tout)) <= _dispatch.VECTOR_BYTES, ctx
+                assert tx * v <= 64, ctx  # COLS_W_MAX in softmax.cu
+                assert st in (0, 2) and (st == 0 or v * _isz(tin) == 16), ctx  # cp.async: 16-byte packs
+                assert c == 1 or (dev.has_clusters and p.cluster == c and p.grid[0] % c == 0), ctx
+                assert p.smem == max(st, 1) * -(-L // c) * tx * v * _isz(tin) <= dev.max_smem, ctx
+                tiles = O * -(-I // (tx * v)) * c
+            else:
+                assert p.smem == 0, ctx
+                tiles = O * -(-I // tx)
+            assert 1 <= p.grid[0] <= tiles, ctx
+
+
+def test_benchmark_layouts_take_one_read_kernels():
+    """(2048, 4096) reduced over axis 0 and its Fortran-order transpose are
+    both (O=1, L=2048, I=4096) (and (1, 4096, 2048) for the transposed
+    benchmark case): one read of x, no copy."""
+    dev = DEVS[0]
+    for L, I in ((2048, 4096), (4096, 2048)):
+        for dt, vec in (("float32", 4), ("bfloat16", 8)):
+            p = _dispatch.plan_cols(1, L, I, dt, dt, False, dev, vec)
+            assert p.kernel.startswith("softmax_cols_staged") or \
+                L <= p.block[0] // p.extra[0] * _dispatch.COLS_CAP, p
+            assert not _dispatch.cols_prefers_copy(p, 1, L, I, dev)
+
+
+def test_long_axis_over_few_tiles_goes_through_copy():
+    dev = DEVS[0]
+    p = _dispatch.plan_cols(1, 10 ** 6, 8, "float32", "float32", False, dev, 4)
+    assert _dispatch.cols_prefers_copy(p, 1, 10 ** 6, 8, dev)
+    p = _dispatch.plan_cols(16, 50, 33, "float32", "float32", False, dev, 1)
+    assert not _dispatch.cols_prefers_copy(p, 16, 50, 33, dev)
