@@ -511,6 +511,21 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     return LaunchPlan("cols", "softmax.cu", k, (grid,), (threads,), 1, extra=(tx,))
 
 
+#: Row lengths (in packs) where plan_rows / plan_backward_rows thresholds sit:
+#: the compile-check enumerations probe each +-1.
+_PROBE_PACKS = (BLOCK_FIRST_PACKS, BLOCK_FIRST_PACKS_16, BLOCK_SMALL_PACKS_16, SMEM_MAX_PACKS,
+                2 * SMEM_MAX_PACKS, 4 * SMEM_MAX_PACKS, 8 * SMEM_MAX_PACKS,
+                SMEM_BYTES // (3 * VECTOR_BYTES), 2 * (SMEM_BYTES // (3 * VECTOR_BYTES)),
+                4 * (SMEM_BYTES // (3 * VECTOR_BYTES)), 8 * (SMEM_BYTES // (3 * VECTOR_BYTES)),
+                CLUSTER_MIN_PACKS_FEW)
+
+
+def _probe_rows(dev: DeviceInfo) -> tuple:
+    """Row counts around every row-count threshold, for the enumerations."""
+    return (1, 2, 8, 14, 15, 28, 29, 33, 65, 67, dev.sm_count - 1, dev.sm_count,
+            SMEM_MIN_ROWS_PER_SM * dev.sm_count - 1, 10 ** 6)
+
+
 def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
     """Every (source, name expression) the forward dispatcher can choose on
     ``dev``: used by the compile check. Enumerated by running the dispatcher
@@ -539,17 +554,11 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                         for npk in range(1, np_max + 1):
                             base = t * npk * pack
                             Ls.update((base - 1, base, base + 1))
-                    for npk in (BLOCK_FIRST_PACKS, BLOCK_FIRST_PACKS_16, BLOCK_SMALL_PACKS_16, SMEM_MAX_PACKS,
-                                2 * SMEM_MAX_PACKS, 4 * SMEM_MAX_PACKS, 8 * SMEM_MAX_PACKS,
-                                SMEM_BYTES // (3 * VECTOR_BYTES),
-                                2 * (SMEM_BYTES // (3 * VECTOR_BYTES)),
-                                4 * (SMEM_BYTES // (3 * VECTOR_BYTES)),
-                                8 * (SMEM_BYTES // (3 * VECTOR_BYTES)), CLUSTER_MIN_PACKS_FEW):
+                    for npk in _PROBE_PACKS:
                         Ls.update((npk * pack - 1, npk * pack, npk * pack + 1))
                     Ls.add(10 ** 7)
                     for L in sorted(Ls):
-                        for rows in (1, 2, 8, 14, 15, 28, 29, 33, 65, 67, dev.sm_count - 1,
-                                     dev.sm_count, SMEM_MIN_ROWS_PER_SM * dev.sm_count - 1, 10 ** 6):
+                        for rows in _probe_rows(dev):
                             for mis in (False, True):
                                 for algo in ALGORITHMS:
                                     p = plan_rows(rows, L, ti, to, log, dev, algo, vec, mis)
@@ -762,17 +771,11 @@ def all_backward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                             for npk in range(1, np_max + 1):
                                 base = c * t * npk * pack
                                 Ls.update((base - 1, base, base + 1))
-                    for npk in (BLOCK_FIRST_PACKS, BLOCK_FIRST_PACKS_16, BLOCK_SMALL_PACKS_16, SMEM_MAX_PACKS,
-                                2 * SMEM_MAX_PACKS, 4 * SMEM_MAX_PACKS, 8 * SMEM_MAX_PACKS,
-                                SMEM_BYTES // (3 * VECTOR_BYTES),
-                                2 * (SMEM_BYTES // (3 * VECTOR_BYTES)),
-                                4 * (SMEM_BYTES // (3 * VECTOR_BYTES)),
-                                8 * (SMEM_BYTES // (3 * VECTOR_BYTES)), CLUSTER_MIN_PACKS_FEW):
+                    for npk in _PROBE_PACKS:
                         Ls.update((npk * pack - 1, npk * pack, npk * pack + 1))
                     Ls.add(10 ** 7)
                     for L in sorted(Ls):
-                        for rows in (1, 2, 8, 14, 15, 28, 29, 33, 65, 67, dev.sm_count - 1,
-                                     dev.sm_count, SMEM_MIN_ROWS_PER_SM * dev.sm_count - 1, 10 ** 6):
+                        for rows in _probe_rows(dev):
                             for mis in (False, True):
                                 p = plan_backward_rows(rows, L, ty, td, to, log, dev, vec, mis)
                                 for kname in p.kernels():

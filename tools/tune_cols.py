@@ -12,18 +12,7 @@ import numpy as np, cupy as cp
 import cusoftmax as cs
 from cusoftmax import _dispatch as D, reference as ref
 from cusoftmax._launch import Launch, device_info
-
-FLUSH = cp.empty(256 << 20, dtype=cp.uint8)
-
-
-def timeit(fn, reps=30):
-    ev = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)]
-    fn(); cp.cuda.runtime.deviceSynchronize()
-    for a, b in ev:
-        FLUSH.fill(1)
-        a.record(); fn(); b.record()
-    b.synchronize()
-    return float(np.median([cp.cuda.get_elapsed_time(a, b) for a, b in ev])) * 1e3
+from tune import timeit  # same timing rules (tools/ is on sys.path when run as a script)
 
 
 def make(shape, dt):
