@@ -135,7 +135,7 @@ def _launch_rows(ln: Launch, yp, dp, xp, R, L, sy, sd, sx):
     """Rows layout: pointers are byte addresses, strides in elements."""
     try:
         if ln.pre_fn is None:
-            ln.fn(ln.grid, ln.block, (yp, dp, xp, R, L, sy, sd, sx))
+            ln.fn(ln.grid, ln.block, (yp, dp, xp, R, L, sy, sd, sx) + ln.extra, shared_mem=ln.smem)
         else:  # split: per-block sums into a workspace, then the finishing kernel
             ws = _cupy.empty(ln.ws_elems, ln.ws_dtype)
             ln.pre_fn(ln.pre_grid, ln.block, (yp, dp, ws, R, L, sy, sd) + ln.extra)
@@ -239,7 +239,7 @@ def _prepare(y, dy, axis, log, out):
         p.launch = Launch(plan, dev_id)
         p.args = (R, L, sy, sd, sx)
         if plan.pre_kernel is None:
-            p.prm = _params(p.launch, (0, 0, 0, R, L, sy, sd, sx), f"{R} rows of {L} elements")
+            p.prm = _params(p.launch, (0, 0, 0, R, L, sy, sd, sx) + plan.extra, f"{R} rows of {L} elements")
         return p
     _, O, L, I, (syo, sdo, sxo), (syl, sdl, sxl), (oy, od, ox) = lay
     p.kind = "cols"

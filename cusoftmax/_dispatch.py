@@ -87,6 +87,18 @@ PACKS_PER_THREAD = 2
 #: each thread holding about PACKS_PER_THREAD_FEW packs.
 CLUSTER_MIN_PACKS_FEW = 2048
 PACKS_PER_THREAD_FEW = 2
+#: Few long rows in one launch (softmax_rowsync): rows of more than
+#: ROWSYNC_MIN_PACKS packs, at most SMs / ROWSYNC_MIN_BLOCKS rows, each row
+#: over up to SMs / rows blocks (at most one block per SM: all co-resident)
+#: holding ~ROWSYNC_PACKS_PER_THREAD packs a thread. H100 (tools/
+#: tune_sync_bwd.py): (1, 128256) fp32 7.7 us vs 9.2 us for the two-launch
+#: split; 1-32 rows of 16K-1M columns 0-25% faster than split or cluster;
+#: at 64 rows the block / cluster regimes stay ahead.
+ROWSYNC_MIN_PACKS = 2048
+ROWSYNC_MIN_BLOCKS = 4
+ROWSYNC_PACKS_PER_THREAD = 1
+#: Bytes of the per-stream barrier workspace per SM (counters + partials).
+ROWSYNC_WS_BYTES_PER_SM = 64
 #: Each split block streams at least this many packs (keeps partials few).
 SPLIT_MIN_PACKS = 256
 #: Target blocks per SM for the split regime.
@@ -187,6 +199,8 @@ class LaunchPlan:
     smem: int = 0  # dynamic shared memory bytes of the main launch
     cluster: int = 1  # blocks per cluster of a persistent clustered grid (the
     # launcher caps the grid at the clusters the GPU can hold at once)
+    sync: bool = False  # the kernel's last argument is the launcher's zeroed
+    # per-stream barrier workspace (softmax_rowsync)
 
     def kernels(self):
         """Name expressions this plan launches (for compile checks)."""
@@ -246,7 +260,10 @@ def row_thresholds(in_dtype: str, out_dtype: str, dev: DeviceInfo, aligned: bool
     rows: shared memory of one block, or of a cluster of up to 8 on sm_90);
     ``cluster`` (sm_90, many rows of 32/64-bit data: registers of a cluster);
     and ``few_rows``, the row count below which rows are "few". The largest
-    length is the longest row any regime keeps on chip.
+    of these lengths is the longest row any many-rows regime keeps on chip.
+    ``rowsync`` is the longest single row the one-launch few-rows kernel
+    holds (spread over every SM), which it takes for up to ``rowsync_rows``
+    rows (R rows get 1/R of the SMs each).
 
     With ``aligned=False`` a row may start mid-vector, costing up to
     ``pack - 1`` elements of capacity.
@@ -263,7 +280,15 @@ def row_thresholds(in_dtype: str, out_dtype: str, dev: DeviceInfo, aligned: bool
     if dev.has_clusters and not narrow:
         out["cluster"] = MAX_CLUSTER * CLUSTER_THREADS * np_max * pack
     out["few_rows"] = FEW_ROWS_PER_SM * dev.sm_count
+    if pack > 1:
+        # rowsync (few rows, one launch): one row over every SM's registers
+        out["rowsync"] = dev.sm_count * MAX_BLOCK_THREADS * np_max * pack
+        out["rowsync_rows"] = dev.sm_count // ROWSYNC_MIN_BLOCKS
     return out
+
+
+#: Keys of row_thresholds() that are not the longest row of a many-rows regime.
+ROW_THRESHOLD_EXTRAS = ("few_rows", "rowsync", "rowsync_rows")
 
 
 def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: DeviceInfo,
@@ -311,6 +336,13 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
     # (log-softmax keeps x and its exponentials' sum: at 1024 threads and the
     # full budget ptxas spills on sm_80, so it holds at most LOG_BLOCK_NP_MAX)
     block_cap = MAX_BLOCK_THREADS * (min(np_max, LOG_BLOCK_NP_MAX) if log else np_max)
+
+    # few long rows: split over (almost) every SM, one launch
+    if packs > ROWSYNC_MIN_PACKS and rows * ROWSYNC_MIN_BLOCKS <= sms:
+        rs = _plan_rowsync(rows, packs, pack, min(np_max, LOG_BLOCK_NP_MAX) if log else np_max,
+                           T, U, LG, sms)
+        if rs is not None:
+            return rs
 
     # few rows of block size: spread each row over a cluster (>= 4 SMs a row)
     if (cluster_ok and CLUSTER_MIN_PACKS_FEW < packs <= block_cap
@@ -389,6 +421,22 @@ def cluster_fit_estimate(sms: int, cluster: int) -> int:
     4 and 8 (GPCs whose SM count is not a multiple of the cluster size idle
     the rest: 30 of 33 clusters of 4 and 15 of 16 of 8 on a 132-SM H100)."""
     return sms // 2 if cluster <= 2 else (sms // cluster) * 7 // 8
+
+
+def _plan_rowsync(rows, packs, pack, np_max, T, U, LG, sms) -> Optional[LaunchPlan]:
+    """softmax_rowsync: each row over `splits` blocks (rows * splits <= SMs),
+    row in registers (at most ``np_max`` packs a thread); None if a row does
+    not fit."""
+    splits = sms // rows
+    per_block = _cdiv(packs, splits)
+    threads = min(MAX_BLOCK_THREADS, max(MIN_BLOCK_THREADS,
+                                         _next_pow2(_cdiv(per_block, ROWSYNC_PACKS_PER_THREAD))))
+    if per_block > threads * np_max:
+        return None
+    np_ = _ladder(_cdiv(per_block, threads), NP_LADDER_COARSE, np_max)
+    splits = _cdiv(packs, np_ * threads)
+    k = f"softmax_rowsync<{T}, {U}, {LG}, {pack}, {np_}, {threads}>"
+    return LaunchPlan("rowsync", "softmax.cu", k, (splits, rows), (threads,), pack, sync=True)
 
 
 def _plan_stream(rows, pack, T, U, LG, sms, wide_c=False) -> LaunchPlan:
@@ -601,6 +649,22 @@ BWD_PACKS_PER_THREAD = 1
 #: Largest block of the backward cols kernel: y and dy held for CAP
 #: elements need more than the 64 registers a 1024-thread block allows.
 BWD_COLS_MAX_THREADS = 512
+#: Backward smem kernel (rows staged by cp.async, STAGES - 1 in flight):
+#: rows of at least BWD_SMEM_MIN_PACKS packs when there are at least
+#: BWD_SMEM_MIN_ROWS_PER_SM rows per SM, THREADS a block, up to
+#: BWD_SMEM_BYTES of stages a block and BWD_SMEM_MAX_BLOCKS_PER_SM blocks.
+#: H100 (tools/tune_sync_bwd.py), 4096 rows: fp32 8192 columns 148 vs 181 us
+#: (softmax), log-softmax bf16 50257 columns 541 vs 816 us; below 2048
+#: packs, and for 16-bit softmax rows (both arrays staged), the register
+#: regimes are as fast or faster. A block that is alone on its SM takes
+#: BWD_SMEM_THREADS_ALONE threads.
+BWD_SMEM_MIN_PACKS = 2048
+BWD_SMEM_MIN_ROWS_PER_SM = 2
+BWD_SMEM_THREADS = 512
+BWD_SMEM_THREADS_ALONE = 1024
+BWD_SMEM_STAGES = 2
+BWD_SMEM_BYTES = 224 * 1024
+BWD_SMEM_MAX_BLOCKS_PER_SM = 2
 #: Backward source file.
 BWD_SOURCE = "softmax_backward.cu"
 
@@ -630,9 +694,12 @@ def bwd_cols_cap(y_dtype: str, dy_dtype: str, out_dtype: str) -> int:
 
 
 def backward_row_thresholds(y_dtype: str, dy_dtype: str, out_dtype: str, dev: DeviceInfo,
-                            aligned: bool = True) -> dict:
+                            aligned: bool = True, log: bool = False) -> dict:
     """Largest row length (elements) of each on-chip backward regime, and the
-    row count below which long rows are split (for tests/docs)."""
+    row count below which long rows are split (for tests/docs). Where the
+    staged kernel applies, ``smem`` is its (shortest, longest) row and
+    ``smem_rows`` the fewest rows it takes; between them it replaces the
+    register regimes."""
     pack = bwd_pack_width(y_dtype, dy_dtype, out_dtype) if aligned else 1
     np_max = bwd_reg_elems(y_dtype, dy_dtype, out_dtype) // pack
     out = {
@@ -642,6 +709,13 @@ def backward_row_thresholds(y_dtype: str, dy_dtype: str, out_dtype: str, dev: De
     if dev.has_clusters:
         out["cluster"] = MAX_CLUSTER * MAX_BLOCK_THREADS * np_max * pack
     out["few_rows"] = FEW_ROWS_PER_SM * dev.sm_count
+    if (pack > 1 and _isz(dy_dtype) * pack == VECTOR_BYTES
+            and (log or (_isz(y_dtype) * pack == VECTOR_BYTES and pack < 8))):
+        per_pack = BWD_SMEM_STAGES * VECTOR_BYTES * (1 if log else 2)
+        hi = min(BWD_SMEM_BYTES, dev.max_smem) // per_pack
+        if hi >= BWD_SMEM_MIN_PACKS:
+            out["smem"] = (BWD_SMEM_MIN_PACKS * pack, hi * pack)
+            out["smem_rows"] = BWD_SMEM_MIN_ROWS_PER_SM * dev.sm_count
     return out
 
 
@@ -671,6 +745,11 @@ def plan_backward_rows(rows: int, L: int, y_dtype: str, dy_dtype: str, out_dtype
         grid = min(_cdiv(rows, rows_per_block), sms * MAX_BLOCKS_PER_SM)
         k = f"softmax_backward_warp<{head}, {np_}, {lanes}>"
         return LaunchPlan("warp", src, k, (grid,), (WARP_KERNEL_THREADS,), pack)
+
+    # many rows of a few tens of KB: staged in shared memory, pipelined
+    sm = _plan_backward_smem(rows, packs, pack, y_dtype, dy_dtype, log, head, dev)
+    if sm is not None:
+        return sm
 
     # block: one block per row, row in registers
     if packs <= MAX_BLOCK_THREADS * np_max:
@@ -711,6 +790,24 @@ def plan_backward_rows(rows: int, L: int, y_dtype: str, dy_dtype: str, out_dtype
     # stream: sum pass, then write pass; one block per row
     k = f"softmax_backward_stream<{head}, {STREAM_UNROLL}, {STREAM_THREADS}>"
     return LaunchPlan("stream", src, k, (min(rows, sms * MAX_BLOCKS_PER_SM),), (STREAM_THREADS,), pack)
+
+
+def _plan_backward_smem(rows, packs, pack, y_dtype, dy_dtype, log, head, dev) -> Optional[LaunchPlan]:
+    """softmax_backward_smem when rows are many, long enough and fit, and the
+    staged arrays (dy; y too for softmax) move in 16-byte packs; else None."""
+    if (pack == 1 or packs < BWD_SMEM_MIN_PACKS or rows < BWD_SMEM_MIN_ROWS_PER_SM * dev.sm_count
+            or _isz(dy_dtype) * pack != VECTOR_BYTES or (not log and _isz(y_dtype) * pack != VECTOR_BYTES)
+            or (not log and pack >= 8)):
+        return None
+    smem = BWD_SMEM_STAGES * packs * VECTOR_BYTES * (1 if log else 2)
+    budget = min(BWD_SMEM_BYTES, dev.max_smem)
+    if smem > budget:
+        return None
+    bps = max(1, min(BWD_SMEM_MAX_BLOCKS_PER_SM, budget // (smem + 1024)))
+    threads = BWD_SMEM_THREADS_ALONE if bps == 1 else BWD_SMEM_THREADS
+    k = f"softmax_backward_smem<{head}, {threads}, {BWD_SMEM_STAGES}>"
+    return LaunchPlan("smem", BWD_SOURCE, k, (min(rows, dev.sm_count * bps),), (threads,), pack,
+                      extra=(packs,), smem=smem)
 
 
 def plan_backward_cols(O: int, L: int, I: int, y_dtype: str, dy_dtype: str, out_dtype: str,

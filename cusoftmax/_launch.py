@@ -175,6 +175,30 @@ class Params:
         self.describe = describe
 
 
+_sync_ws: dict = {}
+_sync_lock = threading.Lock()
+
+
+def sync_workspace(device_id: int, stream_ptr: int) -> int:
+    """Address of the zeroed barrier workspace of ``softmax_rowsync`` for one
+    (device, stream). Launches on one stream run in order and each leaves
+    its counters at zero, so a stream reuses one buffer; different streams
+    (which may run at once) get their own. Kept for the life of the process
+    (a few KB per stream; CUDA graphs may replay launches that use it)."""
+    key = (device_id, stream_ptr)
+    buf = _sync_ws.get(key)
+    if buf is None:
+        from ._dispatch import ROWSYNC_WS_BYTES_PER_SM
+
+        with _sync_lock, on_device(device_id):
+            buf = _sync_ws.get(key)
+            if buf is None:
+                sms = device_info(device_id).sm_count
+                buf = _cupy.zeros(ROWSYNC_WS_BYTES_PER_SM * sms + 256, numpy.uint8)
+                _sync_ws[key] = buf
+    return buf.data.ptr
+
+
 class Launch:
     """A plan bound to compiled kernels on one device.
 
@@ -184,7 +208,7 @@ class Launch:
     the normal path.
     """
     __slots__ = ("plan", "fn", "pre_fn", "grid", "block", "pre_grid", "extra", "ws_elems", "ws_dtype",
-                 "op", "smem", "fptr", "dims")
+                 "op", "smem", "fptr", "dims", "sync", "device_id")
 
     def __init__(self, plan: LaunchPlan, device_id: int, op: str | None = None):
         import cupy
@@ -200,6 +224,8 @@ class Launch:
         self.ws_elems = plan.ws_elems
         self.ws_dtype = numpy.dtype(plan.ws_dtype)
         self.smem = plan.smem
+        self.sync = plan.sync
+        self.device_id = device_id
         self.fptr = None
         try:  # function handles are per device
             ctx = cupy.cuda.Device(device_id)
@@ -228,7 +254,7 @@ class Launch:
         or None where no direct launch is possible (then use rows/cols)."""
         if self.fptr is None or _drv_launch is None or self.pre_fn is not None:
             return None
-        return Params(args)
+        return Params(tuple(args) + ((0,) if self.sync else ()))
 
     def fast(self, prm: "Params", xptr: int, yptr: int) -> None:
         """Launch the main kernel with ``prm``'s arguments, its first two
@@ -241,6 +267,8 @@ class Launch:
                 v = prm.vals
                 v[0] = xptr
                 v[1] = yptr
+                if self.sync:
+                    v[len(v) - 1] = sync_workspace(self.device_id, stream)
                 _drv_launch(self.fptr, gx, gy, gz, bx, by, bz, sm, stream, prm.addr, 0)
         except _CUDA_ERRORS as e:
             raise self._failed(e, prm.describe) from e
@@ -256,7 +284,10 @@ class Launch:
         """Launch on the rows layout (all pointers/strides in elements' units
         already applied: ptrs are byte addresses, strides in elements)."""
         try:
-            if self.pre_fn is None:
+            if self.sync:
+                ws = sync_workspace(self.device_id, _current_stream().ptr)
+                self.fn(self.grid, self.block, (xptr, yptr, R, L, sx, sy, ws))
+            elif self.pre_fn is None:
                 self.fn(self.grid, self.block, (xptr, yptr, R, L, sx, sy) + self.extra,
                         shared_mem=self.smem)
             else:

@@ -427,6 +427,44 @@ template <typename C, int THREADS> CSM_DEVICE C block_allreduce_max(C v, C* smem
   return r;
 }
 
+// ----------------------------------------------------------------------------
+// cp.async (sm_80+): 16-byte global -> shared copies that bypass registers
+// (LDGSTS), grouped and awaited by group count.
+// ----------------------------------------------------------------------------
+CSM_DEVICE void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+CSM_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> CSM_DEVICE void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+// ----------------------------------------------------------------------------
+// Barrier among the `n` blocks that share a row in a single-launch split
+// kernel (all of them co-resident: the dispatcher launches no more blocks than
+// SMs). `cnt[0]` counts arrivals, `cnt[1]` departures; it starts at zero and
+// the last block to leave resets it, so the next launch on the stream finds
+// it zero again. Thread 0 of each block calls arrive (after publishing its
+// partial), then every thread may read the partials; after reading, thread 0
+// calls depart.
+// ----------------------------------------------------------------------------
+CSM_DEVICE unsigned ld_acquire_gpu(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+CSM_DEVICE void row_barrier_arrive(unsigned* cnt, unsigned n) {
+  __threadfence();  // this block's partial is visible before it is counted
+  atomicAdd(cnt, 1u);
+  while (ld_acquire_gpu(cnt) < n) __nanosleep(32);
+}
+CSM_DEVICE void row_barrier_depart(unsigned* cnt, unsigned n) {
+  if (atomicAdd(cnt + 1, 1u) == n - 1) {  // every block has passed arrive: reset
+    cnt[0] = 0u;
+    cnt[1] = 0u;
+    __threadfence();
+  }
+}
+
 // Compile-time cluster shape of a kernel (nothing before sm_90, where the
 // dispatcher never asks for clusters).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

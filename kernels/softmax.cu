@@ -9,6 +9,9 @@
 //   softmax_stream   rows too long to keep on chip, and the paper's streaming
 //                    forms: ALGO = NAIVE (Algorithm 1), SAFE (Algorithm 2),
 //                    ONLINE (Algorithm 3). One block per row.
+//   softmax_rowsync  few long rows, one launch: each row split across blocks
+//                    (at most one per SM) that hold it in registers and meet at
+//                    a per-row barrier to merge their (max, sum) partials.
 //   softmax_split_partial + softmax_split_finish
 //                    few long rows: each row split across SPLITS blocks; per-block
 //                    (max, sum) partials go to a workspace, the second kernel
@@ -182,6 +185,68 @@ softmax_cluster(const T* __restrict__ x, U* __restrict__ y, i64 rows, i64 L, i64
 #endif
 
 // ---------------------------------------------------------------------------
+// softmax_rowsync: few long rows in a single launch. Grid (SPLITS, rows):
+// block s of row r holds packs [s * NP * THREADS, (s + 1) * NP * THREADS) of
+// the row in registers, publishes its (max, sum) partial in the workspace,
+// waits at a barrier of the row's SPLITS blocks (all co-resident: the
+// dispatcher launches at most one block per SM), merges the SPLITS partials
+// (same order in every block: identical totals) and writes its slice. One
+// read of x, one write of y, one launch (the two-kernel split regime pays a
+// second launch and an L2 re-read).
+// Workspace `ws` (zeroed once, left zeroed by every launch): 2 * rows
+// counters (rowsync_counter_bytes), then rows * SPLITS partials (m, d).
+// ---------------------------------------------------------------------------
+CSM_DEVICE i64 rowsync_counter_bytes(i64 rows) { return (8 * rows + 255) / 256 * 256; }
+
+template <typename T, typename U, bool LOG, int PACK, int NP, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+softmax_rowsync(const T* __restrict__ x, U* __restrict__ y, i64 rows, i64 L, i64 sx, i64 sy,
+                unsigned char* __restrict__ ws) {
+  typedef typename ComputeOf2<T, U>::type C;
+  constexpr bool KEEP = keep_exp<C, LOG, THREADS, NP * PACK>();
+  __shared__ MD<C> red[THREADS / 32];
+  const i64 r = blockIdx.y;
+  const unsigned sp = blockIdx.x, n = gridDim.x;
+  unsigned* cnt = reinterpret_cast<unsigned*>(ws) + 2 * r;
+  C* part = reinterpret_cast<C*>(ws + rowsync_counter_bytes(rows)) + 2 * (r * n);
+  const i64 base = (i64)sp * NP * THREADS;
+  const T* row = x + r * sx;
+  const int mis = row_misalignment<T, PACK>(row);
+  C v[NP * PACK];
+#pragma unroll
+  for (int i = 0; i < NP; ++i)
+    load_row_pack<C, T, PACK>(row, base + (i64)i * THREADS + threadIdx.x, mis, L, Num<C>::neg_inf(), v + i * PACK);
+  MD<C> md = KEEP ? md_exp_inplace<C, NP * PACK>(v) : md_of_values<C, NP * PACK>(v);
+  const C m_t = md.m;
+  md = block_allreduce_md<C, THREADS>(md, red);
+  if (threadIdx.x == 0) {
+    part[2 * sp] = md.m;
+    part[2 * sp + 1] = md.d;
+    row_barrier_arrive(cnt, n);
+  }
+  __syncthreads();
+  MD<C> tot = md_identity<C>();
+  for (unsigned k = threadIdx.x; k < n; k += THREADS) {
+    MD<C> o;
+    o.m = __ldcg(part + 2 * k);
+    o.d = __ldcg(part + 2 * k + 1);
+    tot = md_merge(tot, o);
+  }
+  tot = block_allreduce_md<C, THREADS>(tot, red);  // ends with a barrier: all partials read
+  if (threadIdx.x == 0) row_barrier_depart(cnt, n);
+  const C s = KEEP ? thread_scale<C>(m_t, tot) : row_scale<C, LOG>(tot);
+  U* orow = y + r * sy;
+#pragma unroll
+  for (int i = 0; i < NP; ++i) {
+    C o[PACK];
+#pragma unroll
+    for (int e = 0; e < PACK; ++e)
+      o[e] = KEEP ? v[i * PACK + e] * s : finish_value<C, LOG>(v[i * PACK + e], tot.m, s);
+    store_row_pack<U, C, PACK>(orow, base + (i64)i * THREADS + threadIdx.x, mis, L, o);
+  }
+}
+
+// ---------------------------------------------------------------------------
 // softmax_smem: rows staged in shared memory, double-buffered with cp.async
 // (16-byte LDGSTS), so the next row streams in while the current one is
 // reduced and written: one read of x, one write of y, and the memory system
@@ -192,12 +257,6 @@ softmax_cluster(const T* __restrict__ x, U* __restrict__ y, i64 rows, i64 L, i64
 // Clusters stride over rows; the grid must not exceed the clusters that can
 // be co-resident (the launcher asks the occupancy API).
 // ---------------------------------------------------------------------------
-CSM_DEVICE void cp_async16(void* smem, const void* gmem) {
-  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
-}
-CSM_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> CSM_DEVICE void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
 template <typename T, int PACK, int THREADS>
 CSM_DEVICE void smem_prefetch(Pack<T, PACK>* buf, const T* row, i64 pbeg, i64 pend, int mis) {

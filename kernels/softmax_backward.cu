@@ -5,6 +5,8 @@
 //
 // The reduction is a plain sum (no max), so every regime reads y and dy once,
 // reduces one value per row and writes dx once; y * dy is never stored.
+// Log-softmax's sum needs only dy: its kernels read y after the reduction
+// (the streaming ones read y once, not twice).
 //
 // Kernels (the dispatcher in cusoftmax/_dispatch.py, section "backward",
 // picks one per call), mirroring the forward's regimes:
@@ -12,6 +14,9 @@
 //   softmax_backward_block    medium rows: one block per row, row in registers.
 //   softmax_backward_cluster  long rows (sm_90+): CLUSTER blocks per row, row in
 //                             registers, block sums exchanged through DSMEM.
+//   softmax_backward_smem     many rows of a few tens of KB: rows staged in
+//                             shared memory by cp.async, the next ones in
+//                             flight while the current one is reduced.
 //   softmax_backward_stream   rows too long to keep on chip: one block per row,
 //                             pass 1 sums, pass 2 re-reads and writes.
 //   softmax_backward_split_partial + softmax_backward_split_finish
@@ -55,12 +60,20 @@ CSM_DEVICE void load_pair(const TY* yr, const TD* dr, i64 p, int mis, i64 L, C* 
   load_row_pack<C, TD, PACK>(dr, p, mis, L, C(0), dv);
 }
 
+// Load what the sum needs of pack `p`: y and dy for softmax, only dy for
+// log-softmax (its sum is sum_j dy_j; y is read when dx is written).
+template <typename C, bool LOG, typename TY, typename TD, int PACK>
+CSM_DEVICE void load_for_sum(const TY* yr, const TD* dr, i64 p, int mis, i64 L, C* yv, C* dv) {
+  if (!LOG) load_row_pack<C, TY, PACK>(yr, p, mis, L, C(0), yv);
+  load_row_pack<C, TD, PACK>(dr, p, mis, L, C(0), dv);
+}
+
 // Sum of the summands of N values held by one thread.
 template <typename C, bool LOG, int N> CSM_DEVICE C values_sum(const C* yv, const C* dv) {
   C s0 = C(0), s1 = C(0);  // two chains: half the dependent-add latency
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    const C t = bwd_term<C, LOG>(yv[i], dv[i]);
+    const C t = LOG ? dv[i] : yv[i] * dv[i];  // (log: yv not loaded yet)
     if (i & 1) s1 += t; else s0 += t;
   }
   return s0 + s1;
@@ -73,6 +86,14 @@ CSM_DEVICE void store_grad_pack(U* row, i64 p, int mis, i64 L, const C* yv, cons
 #pragma unroll
   for (int e = 0; e < PACK; ++e) o[e] = bwd_grad<C, LOG>(yv[e], dv[e], s);
   store_row_pack<U, C, PACK>(row, p, mis, L, o);
+}
+
+// Write dx for pack `p` of a row held in registers; log-softmax loads its y
+// pack here (not held through the reduction).
+template <typename C, bool LOG, typename TY, typename U, int PACK>
+CSM_DEVICE void store_held_pack(const TY* yr, U* xr, i64 p, int mis, i64 L, C* yv, const C* dv, C s) {
+  if (LOG) load_row_pack<C, TY, PACK>(yr, p, mis, L, C(0), yv);
+  store_grad_pack<C, LOG, U, PACK>(xr, p, mis, L, yv, dv, s);
 }
 
 // ---------------------------------------------------------------------------
@@ -95,13 +116,13 @@ softmax_backward_warp(const TY* __restrict__ y, const TD* __restrict__ dy, U* __
     const bool active = r < rows;
     C yv[NP * PACK], dv[NP * PACK];
     int mis = 0;
+    const TY* yr = y + (active ? r : 0) * sy;
     if (active) {
-      const TY* yr = y + r * sy;
       const TD* dr = dy + r * sd;
       mis = row_misalignment<TY, PACK>(yr);
 #pragma unroll
       for (int i = 0; i < NP; ++i)
-        load_pair<C, TY, TD, PACK>(yr, dr, (i64)i * LANES + lg, mis, L, yv + i * PACK, dv + i * PACK);
+        load_for_sum<C, LOG, TY, TD, PACK>(yr, dr, (i64)i * LANES + lg, mis, L, yv + i * PACK, dv + i * PACK);
     } else {
 #pragma unroll
       for (int i = 0; i < NP * PACK; ++i) yv[i] = dv[i] = C(0);
@@ -112,7 +133,7 @@ softmax_backward_warp(const TY* __restrict__ y, const TD* __restrict__ dy, U* __
       U* xr = dx + r * sx;
 #pragma unroll
       for (int i = 0; i < NP; ++i)
-        store_grad_pack<C, LOG, U, PACK>(xr, (i64)i * LANES + lg, mis, L, yv + i * PACK, dv + i * PACK, s);
+        store_held_pack<C, LOG, TY, U, PACK>(yr, xr, (i64)i * LANES + lg, mis, L, yv + i * PACK, dv + i * PACK, s);
     }
   }
 }
@@ -134,14 +155,14 @@ softmax_backward_block(const TY* __restrict__ y, const TD* __restrict__ dy, U* _
     C yv[NP * PACK], dv[NP * PACK];
 #pragma unroll
     for (int i = 0; i < NP; ++i) {
-      load_pair<C, TY, TD, PACK>(yr, dr, (i64)i * THREADS + threadIdx.x, mis, L, yv + i * PACK, dv + i * PACK);
+      load_for_sum<C, LOG, TY, TD, PACK>(yr, dr, (i64)i * THREADS + threadIdx.x, mis, L, yv + i * PACK, dv + i * PACK);
     }
     C s = values_sum<C, LOG, NP * PACK>(yv, dv);
     s = block_allreduce_sum<C, THREADS>(s, red);  // ends with a barrier
     U* xr = dx + r * sx;
 #pragma unroll
     for (int i = 0; i < NP; ++i)
-      store_grad_pack<C, LOG, U, PACK>(xr, (i64)i * THREADS + threadIdx.x, mis, L, yv + i * PACK, dv + i * PACK, s);
+      store_held_pack<C, LOG, TY, U, PACK>(yr, xr, (i64)i * THREADS + threadIdx.x, mis, L, yv + i * PACK, dv + i * PACK, s);
   }
 }
 
@@ -171,7 +192,7 @@ softmax_backward_cluster(const TY* __restrict__ y, const TD* __restrict__ dy, U*
     C yv[NP * PACK], dv[NP * PACK];
 #pragma unroll
     for (int i = 0; i < NP; ++i) {
-      load_pair<C, TY, TD, PACK>(yr, dr, base + (i64)i * THREADS + threadIdx.x, mis, L, yv + i * PACK, dv + i * PACK);
+      load_for_sum<C, LOG, TY, TD, PACK>(yr, dr, base + (i64)i * THREADS + threadIdx.x, mis, L, yv + i * PACK, dv + i * PACK);
     }
     C s = values_sum<C, LOG, NP * PACK>(yv, dv);
     s = block_allreduce_sum<C, THREADS>(s, red);
@@ -184,10 +205,105 @@ softmax_backward_cluster(const TY* __restrict__ y, const TD* __restrict__ dy, U*
     U* xr = dx + r * sx;
 #pragma unroll
     for (int i = 0; i < NP; ++i)
-      store_grad_pack<C, LOG, U, PACK>(xr, base + (i64)i * THREADS + threadIdx.x, mis, L, yv + i * PACK, dv + i * PACK, tot);
+      store_held_pack<C, LOG, TY, U, PACK>(yr, xr, base + (i64)i * THREADS + threadIdx.x, mis, L, yv + i * PACK, dv + i * PACK, tot);
   }
 }
 #endif
+
+// ---------------------------------------------------------------------------
+// softmax_backward_smem: many rows of a few tens of KB. Persistent blocks
+// stride over rows; each stages its next rows in shared memory with cp.async
+// (STAGES - 1 rows in flight) while it reduces and writes the current one, so
+// the memory system never idles behind a reduction. Staged: dy, and y for
+// softmax (log-softmax reads y from global when it writes dx). One read of y
+// and dy, one write of dx. Dynamic shared memory: STAGES * cpk * 16 bytes per
+// staged array, cpk >= the packs of a row (run time). PACK * sizeof of every
+// staged type is 16 (the dispatcher's condition for this kernel).
+// ---------------------------------------------------------------------------
+template <typename T, int PACK, int THREADS>
+CSM_DEVICE void bwd_prefetch(Pack<T, PACK>* buf, const T* row, i64 np, int mis) {
+  for (i64 p = threadIdx.x; p < np; p += THREADS) cp_async16(buf + p, row + (p * PACK - mis));
+}
+
+template <typename C, typename T, int PACK>
+CSM_DEVICE void unpack_masked(const Pack<T, PACK>& pk, i64 p, int mis, i64 L, C* out) {
+#pragma unroll
+  for (int e = 0; e < PACK; ++e) {
+    const i64 c = p * PACK - mis + e;
+    out[e] = (c >= 0 && c < L) ? to_compute<C>(pk.v[e]) : C(0);
+  }
+}
+
+template <typename TY, typename TD, typename U, bool LOG, int PACK, int THREADS, int STAGES>
+__global__ void __launch_bounds__(THREADS)
+softmax_backward_smem(const TY* __restrict__ y, const TD* __restrict__ dy, U* __restrict__ dx,
+                      i64 rows, i64 L, i64 sy, i64 sd, i64 sx, i64 cpk) {
+  typedef typename BwdCompute<TY, TD, U>::type C;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Pack<TD, PACK>* dbuf = reinterpret_cast<Pack<TD, PACK>*>(smem_raw);
+  Pack<TY, PACK>* ybuf = reinterpret_cast<Pack<TY, PACK>*>(smem_raw + (size_t)STAGES * cpk * 16);
+  __shared__ C red[THREADS / 32];
+  auto prefetch = [&](i64 rr, int st) {
+    const TY* yr = y + rr * sy;
+    const int mis = row_misalignment<TY, PACK>(yr);
+    const i64 np = row_packs<PACK>(L, mis);
+    bwd_prefetch<TD, PACK, THREADS>(dbuf + st * cpk, dy + rr * sd, np, mis);
+    if (!LOG) bwd_prefetch<TY, PACK, THREADS>(ybuf + st * cpk, yr, np, mis);
+  };
+  i64 r = blockIdx.x;
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) {
+    const i64 rp = r + st * (i64)gridDim.x;
+    if (rp < rows) prefetch(rp, st);
+    cp_async_commit();
+  }
+  for (int it = 0; r < rows; ++it, r += gridDim.x) {
+    const int cur = it % STAGES;
+    const i64 rn = r + (STAGES - 1) * (i64)gridDim.x;  // refill the stage freed last iteration
+    if (rn < rows) prefetch(rn, (it + STAGES - 1) % STAGES);
+    cp_async_commit();
+    cp_async_wait<STAGES - 1>();  // this row's group has landed
+    __syncthreads();
+    const TY* yr = y + r * sy;
+    const int mis = row_misalignment<TY, PACK>(yr);
+    const i64 np = row_packs<PACK>(L, mis);
+    const Pack<TD, PACK>* db = dbuf + cur * cpk;
+    const Pack<TY, PACK>* yb = ybuf + cur * cpk;
+    C s = C(0);
+    for (i64 p = threadIdx.x; p < np; p += THREADS) {
+      C dv[PACK], yv[PACK];
+      unpack_masked<C, TD, PACK>(db[p], p, mis, L, dv);
+      if (!LOG) unpack_masked<C, TY, PACK>(yb[p], p, mis, L, yv);
+#pragma unroll
+      for (int e = 0; e < PACK; ++e) s += LOG ? dv[e] : yv[e] * dv[e];
+    }
+    s = block_allreduce_sum<C, THREADS>(s, red);
+    U* xr = dx + r * sx;
+    constexpr int UN = LOG ? 4 : 1;  // log: UN loads of y in flight per thread
+    for (i64 p0 = threadIdx.x; p0 < np; p0 += (i64)THREADS * UN) {
+      C yv[UN * PACK];
+#pragma unroll
+      for (int u = 0; u < UN; ++u) {
+        const i64 p = p0 + (i64)u * THREADS;
+        if (p < np) {
+          if (LOG) load_row_pack<C, TY, PACK>(yr, p, mis, L, C(0), yv + u * PACK);
+          else unpack_masked<C, TY, PACK>(yb[p], p, mis, L, yv + u * PACK);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < UN; ++u) {
+        const i64 p = p0 + (i64)u * THREADS;
+        if (p < np) {
+          C dv[PACK];
+          unpack_masked<C, TD, PACK>(db[p], p, mis, L, dv);
+          store_grad_pack<C, LOG, U, PACK>(xr, p, mis, L, yv + u * PACK, dv, s);
+        }
+      }
+    }
+    __syncthreads();  // everyone is done with stage `cur` before it is refilled
+  }
+  cp_async_wait<0>();
+}
 
 // ---------------------------------------------------------------------------
 // Streaming passes over packs [p_begin, p_end) of one row by THREADS threads,
@@ -202,7 +318,7 @@ CSM_DEVICE C stream_bwd_sum(const TY* yr, const TD* dr, i64 p_begin, i64 p_end, 
     for (int u = 0; u < UNROLL; ++u) {
       const i64 p = p0 + (i64)u * THREADS;
       if (p < p_end) {
-        load_pair<C, TY, TD, PACK>(yr, dr, p, mis, L, yv + u * PACK, dv + u * PACK);
+        load_for_sum<C, LOG, TY, TD, PACK>(yr, dr, p, mis, L, yv + u * PACK, dv + u * PACK);
       } else {
 #pragma unroll
         for (int e = 0; e < PACK; ++e) yv[u * PACK + e] = dv[u * PACK + e] = C(0);
@@ -332,17 +448,17 @@ softmax_backward_cols(const TY* __restrict__ y, const TD* __restrict__ dy, U* __
       for (int k = 0; k < CAP; ++k) {
         yv[k] = dv[k] = C(0);
         if (k < n) {
-          yv[k] = to_compute<C>(yp[k * ys]);
+          if (!LOG) yv[k] = to_compute<C>(yp[k * ys]);
           dv[k] = to_compute<C>(dp[k * ds]);
         }
       }
 #pragma unroll
-      for (int k = 0; k < CAP; ++k) s += bwd_term<C, LOG>(yv[k], dv[k]);
+      for (int k = 0; k < CAP; ++k) s += LOG ? dv[k] : yv[k] * dv[k];
     } else {
       const TY* yq = yp;
       const TD* dq = dp;
       for (i64 k = 0; k < n; ++k, yq += ys, dq += ds)
-        s += bwd_term<C, LOG>(to_compute<C>(*yq), to_compute<C>(*dq));
+        s += bwd_term<C, LOG>(LOG ? C(0) : to_compute<C>(*yq), to_compute<C>(*dq));
     }
     // lanes of a warp with equal tx: xor over the lane bits above TX
     for (int off = TX; off < 32; off <<= 1) s += shfl_xor(s, off);
@@ -356,7 +472,10 @@ softmax_backward_cols(const TY* __restrict__ y, const TD* __restrict__ dy, U* __
     if (in_regs) {
 #pragma unroll
       for (int k = 0; k < CAP; ++k)
-        if (k < n) xp[k * xs] = from_compute<U>(bwd_grad<C, LOG>(yv[k], dv[k], s));
+        if (k < n) {
+          if (LOG) yv[k] = to_compute<C>(yp[k * ys]);
+          xp[k * xs] = from_compute<U>(bwd_grad<C, LOG>(yv[k], dv[k], s));
+        }
     } else {
       for (i64 k = 0; k < n; ++k, yp += ys, dp += ds, xp += xs)
         *xp = from_compute<U>(bwd_grad<C, LOG>(to_compute<C>(*yp), to_compute<C>(*dp), s));

@@ -147,13 +147,17 @@ def bwd_row_lengths(ty, td, dev, max_len=1 << 20):
         vals = set()
         sms = dev.sm_count
         for R in sorted({1, 3, max(1, sms - 1), sms, 8 * sms}):
-            for vec, mis in ((True, False), (True, True), (False, False)):
-                def f(L, R=R, vec=vec, mis=mis):
-                    return _plan_key(_dispatch.plan_backward_rows(R, L, ty, td, to, False, dev, vec, mis))
+            for vec, mis, log in ((True, False, False), (True, True, False), (False, False, False),
+                                  (True, False, True)):
+                def f(L, R=R, vec=vec, mis=mis, log=log):
+                    return _plan_key(_dispatch.plan_backward_rows(R, L, ty, td, to, log, dev, vec, mis))
                 vals |= _transitions(f, 1, 1 << 20)
         for aligned in (True, False):
-            thr = _dispatch.backward_row_thresholds(ty, td, to, dev, aligned)
-            vals |= {v for k, v in thr.items() if k != "few_rows"}
+            for log in (False, True):
+                thr = _dispatch.backward_row_thresholds(ty, td, to, dev, aligned, log)
+                for k, v in thr.items():
+                    if k not in ("few_rows", "smem_rows"):
+                        vals |= set(v) if isinstance(v, tuple) else {v}
             pack = _dispatch.bwd_pack_width(ty, td, to) if aligned else 1
             for t in (_dispatch.STREAM_THREADS, _dispatch.SPLIT_THREADS):
                 vals.add(t * _dispatch.STREAM_UNROLL * pack)
@@ -233,19 +237,36 @@ def test_regimes_at_thresholds(dev, ty, td):
         def regime(R, L):
             return _dispatch.plan_backward_rows(R, L, ty, td, to, False, dev, aligned, False).regime
 
+        lo, hi = thr.get("smem", (0, -1))
         for R in (1, few - 1, few, 10 * few):
-            assert regime(R, 1) == "warp"
-            assert regime(R, thr["warp"]) == "warp"
-            assert regime(R, thr["warp"] + 1) == "block"
-            assert regime(R, thr["block"]) == "block"
+            staged = R >= thr.get("smem_rows", 10 ** 12)
+
+            def expect(L, name):  # the staged kernel takes [lo, hi] when rows are many
+                assert regime(R, L) == ("smem" if staged and lo <= L <= hi else name), (R, L)
+
+            expect(1, "warp")
+            expect(thr["warp"], "warp")
+            expect(thr["warp"] + 1, "block")
+            expect(thr["block"], "block")
             long_ = "split" if R < few else "stream"
             if dev.has_clusters:
-                assert regime(R, thr["block"] + 1) == "cluster"
-                assert regime(R, thr["cluster"]) == "cluster"
-                assert regime(R, thr["cluster"] + 1) == long_
+                expect(thr["block"] + 1, "cluster")
+                expect(thr["cluster"], "cluster")
+                expect(thr["cluster"] + 1, long_)
             else:
                 assert "cluster" not in thr
-                assert regime(R, thr["block"] + 1) == long_
+                expect(thr["block"] + 1, long_)
+            if "smem" in thr:
+                pack = lo // _dispatch.BWD_SMEM_MIN_PACKS
+                for L in (lo - pack, lo, hi, hi + 1):
+                    got = regime(R, L)
+                    assert (got == "smem") == (staged and lo <= L <= hi), (R, L, got)
+    if ty in ("float32", "float64") and ty == td:  # staged kernel: 32/64-bit, many rows
+        thr = _dispatch.backward_row_thresholds(ty, td, to, dev, True)
+        assert "smem" in thr and thr["smem"][0] < thr["smem"][1]
+    if ty == td == "float16":  # 16-bit softmax stays in registers; log-softmax is staged
+        assert "smem" not in _dispatch.backward_row_thresholds(ty, td, to, dev, True)
+        assert "smem" in _dispatch.backward_row_thresholds(ty, td, to, dev, True, log=True)
     # cols: the in-register limit grows the block up to BWD_COLS_MAX_THREADS
     p = _dispatch.plan_backward_cols(4, 10 ** 6, 64, ty, td, to, True, dev)
     assert p.regime == "cols" and p.block == (_dispatch.BWD_COLS_MAX_THREADS,)

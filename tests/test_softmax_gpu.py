@@ -405,7 +405,7 @@ def test_few_rows_boundary_long_rows(delta, log):
     split below, stream at and above."""
     dev = real_device_info()
     thr = _dispatch.row_thresholds("float32", "float32", dev)
-    L = max(v for k, v in thr.items() if k != "few_rows") + 1
+    L = max(v for k, v in thr.items() if k not in _dispatch.ROW_THRESHOLD_EXTRAS) + 1
     R = thr["few_rows"] + delta
     rng = np.random.default_rng(delta + 10)
     base = (rng.standard_normal((R, L)) * 5).astype(np.float32)
@@ -499,8 +499,9 @@ DEVS = [DeviceInfo(132, 90), DeviceInfo(108, 80)]
 PAIRS = [(a, b) for a in DTYPES for b in DTYPES]
 
 
-KNOWN_REGIMES = {"warp", "block", "smem", "cluster", "split", "stream"}
-ON_CHIP = {"warp", "block", "smem", "cluster"}
+KNOWN_REGIMES = {"warp", "block", "smem", "cluster", "rowsync", "split", "stream"}
+ON_CHIP = {"warp", "block", "smem", "cluster", "rowsync"}
+EXTRAS = _dispatch.ROW_THRESHOLD_EXTRAS
 
 
 def _regime(dev, tin, tout, R, L, **kw):
@@ -511,18 +512,28 @@ def _regime(dev, tin, tout, R, L, **kw):
 @pytest.mark.parametrize("tin,tout", PAIRS)
 def test_regimes(dev, tin, tout):
     """Which regime chosen shapes take (derived from row_thresholds): short
-    rows a warp; rows past every on-chip capacity split when there are fewer
-    than FEW_ROWS_PER_SM x SMs of them and stream otherwise; the paper's
-    algorithms always stream; no clusters below sm_90."""
+    rows a warp; rows past every on-chip capacity of a many-rows regime go
+    to the one-launch rowsync kernel while they are at most ``rowsync_rows``
+    and fit on the GPU, are split when there are fewer than FEW_ROWS_PER_SM
+    x SMs of them and stream otherwise; the paper's algorithms always
+    stream; no clusters below sm_90."""
     thr = _dispatch.row_thresholds(tin, tout, dev)
     few = thr["few_rows"]
     many = 10 * few
-    longest = max(v for k, v in thr.items() if k != "few_rows")
+    longest = max(v for k, v in thr.items() if k not in EXTRAS)
     for L in (1, 2, 7, 32):
         assert _regime(dev, tin, tout, many, L) == "warp"
         assert _regime(dev, tin, tout, 1, L) == "warp"
+    if "rowsync" in thr:
+        R = thr["rowsync_rows"]
+        assert _regime(dev, tin, tout, 1, thr["rowsync"]) == "rowsync"
+        assert _regime(dev, tin, tout, 1, thr["rowsync"] + 1) == "split"
+        fits = 4 * longest <= thr["rowsync"] // dev.sm_count * (dev.sm_count // R)  # R rows: SMs / R blocks each
+        assert _regime(dev, tin, tout, R, 4 * longest) == ("rowsync" if fits else "split")
+        assert _regime(dev, tin, tout, R + 1, 4 * longest) != "rowsync"
     for L in (4 * longest, 10 ** 7):
-        assert _regime(dev, tin, tout, 1, L) == "split", L
+        one = "rowsync" if L <= thr.get("rowsync", 0) else "split"
+        assert _regime(dev, tin, tout, 1, L) == one, L
         assert _regime(dev, tin, tout, few - 1, L) == "split", L
         assert _regime(dev, tin, tout, few, L) == "stream", L
         assert _regime(dev, tin, tout, many, L) == "stream", L
@@ -549,14 +560,15 @@ def test_row_thresholds_warp_limit_matches_plan(dev, tin, tout):
 @pytest.mark.parametrize("dev", DEVS, ids=["H100", "A100"])
 @pytest.mark.parametrize("tin,tout", PAIRS)
 def test_row_thresholds_longest_on_chip_row(dev, tin, tout):
-    """The largest value of row_thresholds() is the longest row held on
-    chip: one element more, and rows stream (many rows) or split (one row)."""
+    """The largest length of row_thresholds() (rowsync aside) is the longest
+    row a many-rows regime holds on chip: one element more, and many rows
+    stream; few rows (too many for rowsync) split."""
     thr = _dispatch.row_thresholds(tin, tout, dev)
-    longest = max(v for k, v in thr.items() if k != "few_rows")
+    longest = max(v for k, v in thr.items() if k not in EXTRAS)
     many = 10 * thr["few_rows"]
     assert _regime(dev, tin, tout, many, longest) in ON_CHIP
     assert _regime(dev, tin, tout, many, longest + 1) == "stream"
-    assert _regime(dev, tin, tout, 1, longest + 1) == "split"
+    assert _regime(dev, tin, tout, thr["few_rows"] - 1, longest + 1) == "split"
 
 
 @pytest.mark.parametrize("dev", DEVS, ids=["H100", "A100"])

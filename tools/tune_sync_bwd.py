@@ -1,0 +1,209 @@
+"""Measure the single-launch few-rows forward kernel (softmax_rowsync) and
+the staged backward kernel (softmax_backward_smem) against the plans they
+replace (one device run; sets the thresholds in cusoftmax/_dispatch.py).
+
+Forward, few long rows: rowsync at several block sizes vs the two-launch
+split and the cluster regime. Backward, many rows: smem at several blocks
+per SM and stage counts vs the register (block / cluster) and stream plans.
+CUDA events, median of 30, L2 flushed before every repetition (tools/tune.py
+timeit). Every candidate's output is checked against the float64 reference
+on two rows before it is timed.
+"""
+import argparse
+import json
+
+import numpy as np
+import cupy as cp
+
+from cusoftmax import _dispatch as D
+from cusoftmax import reference as ref
+from cusoftmax._launch import Launch, device_info
+
+from tune import timeit
+
+
+def make(R, L, dt, seed=0):
+    rs = cp.random.RandomState(seed)
+    x = rs.standard_normal((R, L), dtype=cp.float32)
+    if dt == "bfloat16":
+        import ml_dtypes
+        x = cp.asarray(cp.asnumpy(x).astype(ml_dtypes.bfloat16))
+    elif dt == "float16":
+        x = x.astype(cp.float16)
+    return x
+
+
+def fwd_candidates(R, L, dt, dev, log):
+    T = D.CTYPE[dt]
+    LG = "true" if log else "false"
+    pack = D.pack_width(dt, dt)
+    npm = D.reg_elems(dt, dt) // pack
+    if log:
+        npm = min(npm, D.LOG_BLOCK_NP_MAX)
+    packs = -(-L // pack)
+    sms = dev.sm_count
+    out = [("dispatch", D.plan_rows(R, L, dt, dt, log, dev))]
+    saved = D.ROWSYNC_MIN_BLOCKS
+    D.ROWSYNC_MIN_BLOCKS = 10 ** 9
+    try:
+        out.append(("previous", D.plan_rows(R, L, dt, dt, log, dev)))
+    finally:
+        D.ROWSYNC_MIN_BLOCKS = saved
+    for th in (128, 256, 512, 1024):
+        for frac in (1, 2):  # all SMs, half of them
+            splits = max(1, sms // R // frac)
+            per = -(-packs // splits)
+            np_ = -(-per // th)
+            if np_ > npm or (np_ < 1):
+                continue
+            np_ = D._ladder(np_, D.NP_LADDER_COARSE, npm)
+            if th > 128 and np_ == 1 and -(-per // (th // 2)) <= 1:
+                continue  # half the threads would do
+            sp = -(-packs // (np_ * th))
+            out.append((f"rowsync t{th} np{np_} s{sp}",
+                        D.LaunchPlan("rowsync", "softmax.cu", f"softmax_rowsync<{T}, {T}, {LG}, {pack}, {np_}, {th}>",
+                                     (sp, R), (th,), pack, sync=True)))
+    return out
+
+
+def bwd_candidates(R, L, dt, dev, log):
+    T = D.CTYPE[dt]
+    LG = "true" if log else "false"
+    pack = D.bwd_pack_width(dt, dt, dt)
+    packs = -(-L // pack)
+    sms = dev.sm_count
+    head = f"{T}, {T}, {T}, {LG}, {pack}"
+    out = [("dispatch", D.plan_backward_rows(R, L, dt, dt, dt, log, dev))]
+    saved = D.BWD_SMEM_MIN_PACKS
+    D.BWD_SMEM_MIN_PACKS = 10 ** 12
+    try:
+        out.append(("previous", D.plan_backward_rows(R, L, dt, dt, dt, log, dev)))
+    finally:
+        D.BWD_SMEM_MIN_PACKS = saved
+    import os
+    if os.path.exists(os.path.join(os.path.dirname(D.__file__), "..", "kernels", "_old_softmax_backward.cu")):
+        prev = out[1][1]  # the same plan compiled from the previous commit's source (y loaded early)
+        out.append(("old-code", D.LaunchPlan(prev.regime, "_old_softmax_backward.cu", prev.kernel, prev.grid,
+                                             prev.block, prev.pack, prev.pre_kernel, prev.pre_grid, prev.ws_elems,
+                                             prev.ws_dtype, prev.extra, prev.smem, prev.cluster)))
+    arrs = 1 if log else 2
+    for th in (256, 512, 1024):
+        for st in (2, 3):
+            smem = st * packs * 16 * arrs
+            if smem > dev.max_smem:
+                continue
+            for bps in (1, 2, 4):
+                if bps * (smem + 1024) > 228 * 1024 or bps * th > 2048:
+                    continue
+                out.append((f"smem t{th} s{st} b{bps}",
+                            D.LaunchPlan("smem", D.BWD_SOURCE, f"softmax_backward_smem<{head}, {th}, {st}>",
+                                         (min(R, sms * bps),), (th,), pack, extra=(packs,), smem=smem)))
+    return out
+
+
+def run_fwd(shapes, dts, dev, res):
+    for dt in dts:
+        for log in (False, True):
+            for R, L in shapes:
+                x = make(R, L, dt)
+                y = cp.empty_like(x)
+                line = []
+                for name, plan in fwd_candidates(R, L, dt, dev, log):
+                    try:
+                        ln = Launch(plan, 0)
+                        f = lambda: ln.rows(x.data.ptr, y.data.ptr, R, L, L, L)
+                        y.fill(0)
+                        f()
+                        cp.cuda.runtime.deviceSynchronize()
+                    except Exception as e:  # noqa: BLE001
+                        print("fail", name, plan.kernel, str(e)[:300], flush=True)
+                        continue
+                    rf = ref.log_softmax if log else ref.softmax
+                    # error relative to max(1, |reference|): log-probabilities of 16-bit rows are ~10
+                    err = max(float(np.nanmax(np.abs(ref.to_float64(y[i]) - rf(x[i])) / np.maximum(1, np.abs(rf(x[i])))))
+                              for i in (0, R - 1))
+                    tol = 1e-4 if dt == "float32" else 1e-2
+                    if not err < tol:
+                        print(f"WRONG {name} {plan.kernel} err={err}", flush=True)
+                        continue
+                    us = timeit(f)
+                    line.append((us, name, plan.kernel))
+                    res.append(dict(op="log_softmax" if log else "softmax", shape=[R, L], dtype=dt, cand=name,
+                                    kernel=plan.kernel, us=us, tbs=2 * x.nbytes / us / 1e6))
+                line.sort()
+                d = {n: u for u, n, _ in line}
+                print(f"fwd {'log' if log else 'sm '} {dt:8s} {R:>5}x{L:<7} dispatch {d.get('dispatch', 0):7.2f} "
+                      f"previous {d.get('previous', 0):7.2f} | " +
+                      "; ".join(f"{n} {u:.2f}" for u, n, _ in line[:3]), flush=True)
+
+
+def run_bwd(shapes, dts, dev, res):
+    for dt in dts:
+        for log in (False, True):
+            for R, L in shapes:
+                x = make(R, L, dt)
+                yv = (ref.log_softmax if log else ref.softmax)(x)
+                npdt = x.dtype
+                y = cp.asarray(yv.astype(npdt))
+                dy = make(R, L, dt, seed=1)
+                dx = cp.empty_like(x)
+                line = []
+                for name, plan in bwd_candidates(R, L, dt, dev, log):
+                    try:
+                        ln = Launch(plan, 0)
+                        args = (y.data.ptr, dy.data.ptr, dx.data.ptr, R, L, L, L, L) + plan.extra
+                        if plan.pre_kernel:
+                            def f(ln=ln):
+                                ws = cp.empty(ln.ws_elems, ln.ws_dtype)
+                                ln.pre_fn(ln.pre_grid, ln.block, (y, dy, ws, R, L, L, L) + ln.extra)
+                                ln.fn(ln.grid, ln.block, (y, dy, dx, ws, R, L, L, L, L) + ln.extra)
+                        else:
+                            def f(ln=ln, args=args):
+                                ln.fn(ln.grid, ln.block, args, shared_mem=ln.smem)
+                        dx.fill(0)
+                        f()
+                        cp.cuda.runtime.deviceSynchronize()
+                    except Exception as e:  # noqa: BLE001
+                        print("fail", name, plan.kernel, str(e)[:300], flush=True)
+                        continue
+                    rf = ref.log_softmax_backward if log else ref.softmax_backward
+                    err = max(float(np.nanmax(np.abs(ref.to_float64(dx[i]) - rf(y[i], dy[i])))) for i in (0, R - 1))
+                    tol = 1e-4 if dt == "float32" else 5e-2
+                    if not err < tol:
+                        print(f"WRONG {name} {plan.kernel} err={err}", flush=True)
+                        continue
+                    us = timeit(f)
+                    line.append((us, name, plan.kernel))
+                    res.append(dict(op="log_softmax_backward" if log else "softmax_backward", shape=[R, L],
+                                    dtype=dt, cand=name, kernel=plan.kernel, us=us, tbs=3 * x.nbytes / us / 1e6))
+                line.sort()
+                d = {n: u for u, n, _ in line}
+                print(f"bwd {'log' if log else 'sm '} {dt:8s} {R:>5}x{L:<7} dispatch {d.get('dispatch', 0):7.2f} "
+                      f"previous {d.get('previous', 0):7.2f} | " +
+                      "; ".join(f"{n} {u:.2f}" for u, n, _ in line[:3]), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--what", default="fwd,bwd")
+    ap.add_argument("--dtypes", default="float32,bfloat16")
+    a = ap.parse_args()
+    dev = device_info(0)
+    res = []
+    dts = a.dtypes.split(",")
+    if "fwd" in a.what:
+        shapes = [(1, 16384), (1, 32768), (1, 65536), (1, 128256), (1, 262144), (1, 1000000), (4, 128256),
+                  (8, 32768), (8, 65536), (8, 128256), (8, 262144), (16, 65536), (32, 32768), (32, 65536),
+                  (64, 16384), (64, 32768), (64, 65536)]
+        run_fwd(shapes, dts, dev, res)
+    if "bwd" in a.what:
+        shapes = [(4096, 2048), (4096, 4096), (4096, 8192), (4096, 16384), (4096, 32000), (4096, 50257),
+                  (512, 4096), (512, 8192), (512, 16384), (512, 32768), (1024, 8192)]
+        run_bwd(shapes, dts, dev, res)
+    if a.json:
+        json.dump(res, open(a.json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
