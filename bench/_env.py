@@ -49,6 +49,12 @@ def _version(module: str):
 
 
 def _git_commit():
+    """Short commit of the tree (``+dirty`` with uncommitted changes). A copy
+    of the tree without a usable ``.git`` (a remote GPU machine) can name its
+    commit in CUSOFTMAX_BENCH_COMMIT instead."""
+    named = os.environ.get("CUSOFTMAX_BENCH_COMMIT")
+    if named:
+        return named
     here = os.path.dirname(os.path.abspath(__file__))
     try:
         out = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True,
