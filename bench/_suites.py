@@ -221,8 +221,9 @@ def _progress(i, n, case, op, rows, t0):
 
 
 def host_rows(ctx, suite, by_op) -> list:
-    """Host time per call on a small array (no sync, warm) for every provider."""
-    from ._timing import HOST_CALLS, host_per_call_us
+    """Host time per call on a small array (no sync, warm) for every provider:
+    HOST_ROUNDS rounds over the providers, the median of all samples."""
+    from ._timing import HOST_CALLS, HOST_ROUNDS, host_per_call_us
 
     if suite.host_case is None:
         return []
@@ -230,21 +231,34 @@ def host_rows(ctx, suite, by_op) -> list:
     case = suite.host_case
     for op in suite.ops:
         inputs = CaseInputs(suite.inputs(ctx.pool, case, op))
-        for prov in by_op.get(op, []):
-            row = {"suite": suite.name, "op": "host:" + op, "provider": prov.name, "family": prov.family,
-                   "shape": list(case.shape), "dtype": case.dtype, "k": case.k, "status": "ok", "note": ""}
-            if prov.name.startswith("cusoftmax-"):
-                continue  # one cusoftmax entry (auto) is enough
+        provs = [p for p in by_op.get(op, []) if not p.name.startswith("cusoftmax-")]  # auto is enough
+        rows, calls = {}, {}
+        for prov in provs:
+            rows[prov.name] = {"suite": suite.name, "op": "host:" + op, "provider": prov.name,
+                               "family": prov.family, "shape": list(case.shape), "dtype": case.dtype,
+                               "k": case.k, "status": "ok", "note": "", "host_samples": []}
             try:
                 fn, a, k = prov.build(case, inputs)
                 fn(*a, **k)
-                samples = host_per_call_us((fn, a, k))
-                row.update(host_us=statistics.median(samples), host_samples=samples, calls=HOST_CALLS)
+                calls[prov.name] = (fn, a, k)
             except Exception as e:  # noqa: BLE001
-                row.update(status="error", note=_first_line(e))
+                rows[prov.name].update(status="error", note=_first_line(e))
+        names = list(calls)
+        for rnd in range(HOST_ROUNDS):  # rotated order: no provider always first
+            sh = rnd % max(1, len(names))
+            for name in names[sh:] + names[:sh]:
+                try:
+                    rows[name]["host_samples"] += host_per_call_us(calls[name])
+                except Exception as e:  # noqa: BLE001
+                    rows[name].update(status="error", note=_first_line(e))
+        for prov in provs:
+            row = rows[prov.name]
+            if row["status"] == "ok" and row["host_samples"]:
+                row.update(host_us=statistics.median(row["host_samples"]), calls=HOST_CALLS,
+                           rounds=HOST_ROUNDS)
             out.append(row)
             print(f"host {op} {prov.name}: {row.get('host_us', float('nan')):.2f} us/call", flush=True)
-        del inputs
+        del inputs, calls
     _free()
     return out
 

@@ -20,6 +20,10 @@ TARGET_CASE_S = 0.05
 WARMUP_TABLE = ((0.2, 10), (2.0, 5), (20.0, 2), (float("inf"), 1))
 #: Host-time loop: calls per sample, samples, warm-up calls (issue 3: N = 2000 calls).
 HOST_CALLS, HOST_SAMPLES, HOST_WARMUP = 2000, 5, 200
+#: Rounds over the providers (each round in a rotated order, so none is
+#: always measured first, on a host still busy after the GPU grid): the
+#: figure is the median of all HOST_ROUNDS x HOST_SAMPLES samples.
+HOST_ROUNDS = 3
 #: Size of the device-to-device copy that sets the bandwidth ceiling.
 COPY_BYTES = 1 << 30
 #: A timing whose (p90 - p10) / median exceeds this is re-timed (the GPU may be
