@@ -762,7 +762,11 @@ def plan_backward_rows(rows: int, L: int, y_dtype: str, dy_dtype: str, out_dtype
     few = rows < FEW_ROWS_PER_SM * sms
 
     # cluster (sm_90+): a row over the registers of up to MAX_CLUSTER blocks
-    if dev.has_clusters and packs <= MAX_CLUSTER * MAX_BLOCK_THREADS * np_max:
+    # (except many rows of 16-bit log-softmax, which stream faster: its sum
+    # re-reads dy alone, from L2. H100, 512-2048 rows of 65536-131072 bf16:
+    # 102-418 us vs 124-505 us, tools/tune_sync_bwd.py)
+    stream_16bit_log = log and pack >= 8 and not few
+    if dev.has_clusters and packs <= MAX_CLUSTER * MAX_BLOCK_THREADS * np_max and not stream_16bit_log:
         threads = CLUSTER_THREADS
         if packs > MAX_CLUSTER * threads * np_max:
             threads = MAX_BLOCK_THREADS

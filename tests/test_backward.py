@@ -272,6 +272,22 @@ def test_regimes_at_thresholds(dev, ty, td):
     assert p.regime == "cols" and p.block == (_dispatch.BWD_COLS_MAX_THREADS,)
 
 
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_16bit_log_backward_long_rows(dt):
+    """Many rows of 16-bit log-softmax too long to stage stream (measured
+    faster than a cluster per row); softmax, float32 and few rows keep the
+    cluster."""
+    def regime(R, L, log, d=dt):
+        return _dispatch.plan_backward_rows(R, L, d, d, d, log, H100).regime
+
+    assert regime(512, 65536, True) == "stream"
+    assert regime(H100.sm_count, 131072, True) == "stream"
+    assert regime(512, 65536, False) == "cluster"
+    assert regime(64, 65536, True) == "cluster"
+    assert regime(512, 65536, True, "float32") == "cluster"
+    assert regime(512, 16384, True) == "smem"
+
+
 @pytest.mark.parametrize("dev", [H100, A100], ids=["H100", "A100"])
 def test_enumeration_covers_every_plan(dev):
     """all_backward_kernels (what the compile check builds) contains every

@@ -86,6 +86,9 @@ def bwd_candidates(R, L, dt, dev, log):
         out.append(("old-code", D.LaunchPlan(prev.regime, "_old_softmax_backward.cu", prev.kernel, prev.grid,
                                              prev.block, prev.pack, prev.pre_kernel, prev.pre_grid, prev.ws_elems,
                                              prev.ws_dtype, prev.extra, prev.smem, prev.cluster)))
+    out.append(("stream", D.LaunchPlan("stream", D.BWD_SOURCE,
+                                       f"softmax_backward_stream<{head}, {D.STREAM_UNROLL}, {D.STREAM_THREADS}>",
+                                       (min(R, sms * D.MAX_BLOCKS_PER_SM),), (D.STREAM_THREADS,), pack)))
     arrs = 1 if log else 2
     for th in (256, 512, 1024):
         for st in (2, 3):
@@ -188,6 +191,7 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--what", default="fwd,bwd")
     ap.add_argument("--dtypes", default="float32,bfloat16")
+    ap.add_argument("--bwd-shapes", default=None, help="RxL,RxL,... (backward shapes to time)")
     a = ap.parse_args()
     dev = device_info(0)
     res = []
@@ -200,6 +204,8 @@ def main():
     if "bwd" in a.what:
         shapes = [(4096, 2048), (4096, 4096), (4096, 8192), (4096, 16384), (4096, 32000), (4096, 50257),
                   (512, 4096), (512, 8192), (512, 16384), (512, 32768), (1024, 8192)]
+        if a.bwd_shapes:
+            shapes = [tuple(int(v) for v in t.split("x")) for t in a.bwd_shapes.split(",")]
         run_bwd(shapes, dts, dev, res)
     if a.json:
         json.dump(res, open(a.json, "w"), indent=1)
