@@ -83,6 +83,13 @@ SMEM_MAX_STAGES = 2  # measured: a third stage does not help
 MIN_CLUSTER_FEW = 4
 #: Block regime: target packs per thread.
 PACKS_PER_THREAD = 2
+#: ... except 32/64-bit rows of at least BLOCK_FULL_PACKS packs when rows are
+#: neither few nor many (the smem kernel takes many): threads hold the full
+#: register budget, so blocks are half as large and two share an SM. H100
+#: (tools/tune.py --shapes), float32: 512 x 16384 30.9 vs 35.5 us, 256 x 16384
+#: 17.2 vs 19.9 us, 512 x 8192 17.0 vs 18.7 us. Softmax only: ptxas spills
+#: the log-softmax block kernel at 8 packs a thread (sm_80 and sm_90).
+BLOCK_FULL_PACKS = 2048
 #: Few rows longer than this many packs go to a cluster even if a block fits,
 #: each thread holding about PACKS_PER_THREAD_FEW packs.
 CLUSTER_MIN_PACKS_FEW = 2048
@@ -358,6 +365,8 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
 
     def block_plan():
         ppt = PACKS_PER_THREAD_16 if (narrow and not few and packs > BLOCK_SMALL_PACKS_16) else PACKS_PER_THREAD
+        if not narrow and not few and not log and packs >= BLOCK_FULL_PACKS:
+            ppt = np_max  # fewer, fuller threads: two blocks an SM overlap their rows
         threads = min(MAX_BLOCK_THREADS, max(MIN_BLOCK_THREADS, _next_pow2(_cdiv(packs, ppt))))
         np_ = _ladder(_cdiv(packs, threads))
         k = f"softmax_block<{T}, {U}, {LG}, {pack}, {np_}, {threads}>"

@@ -86,6 +86,7 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--large", action="store_true", help="only shapes with long rows")
+    ap.add_argument("--shapes", default=None, help="RxL,RxL,... (overrides the shape list)")
     a = ap.parse_args()
     dev = device_info(0)
     shapes = [(262144, 128), (4096, 128), (4096, 512), (4096, 1024), (4096, 2048), (4096, 4096), (4096, 8192),
@@ -94,6 +95,8 @@ def main():
               (10, 1000000), (4096, 50257), (32, 151936), (64, 8192), (8, 4096)]
     if a.large:
         shapes = [(4096, 8192), (4096, 16384), (4096, 32768), (4096, 65536), (4096, 131072), (4096, 262144), (4096, 50257), (1024, 16384), (512, 65536)]
+    if a.shapes:
+        shapes = [tuple(int(v) for v in t.split("x")) for t in a.shapes.split(",")]
     res = []
     # copy ceiling
     big = cp.empty(1 << 30, cp.uint8); big2 = cp.empty_like(big)
