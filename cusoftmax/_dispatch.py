@@ -16,9 +16,15 @@ Regimes for the rows layout (``algorithm="auto"``), by row length in packs
 ==========  ==============================================================
 warp        row fits in one warp's registers (<= 32 lanes x REG_ELEMS)
 block       row fits in one block's registers (<= 1024 threads x REG_ELEMS)
+smem        many rows of 16-224 KiB (x 8 with clusters on sm_90): rows
+            staged in shared memory by cp.async, the next in flight
 cluster     sm_90+: row fits in a cluster of <= 8 blocks' registers
+rowsync     1 to SMs / ROWSYNC_MIN_BLOCKS long rows: one launch, each row
+            over up to SMs / rows resident blocks' registers, partials
+            merged after a per-row barrier
 split       few rows (< FEW_ROWS_PER_SM x SMs) too long for one block:
             each row split over many blocks, (max, sum) partials merged
+            by a second kernel
 stream      anything longer: the online two-pass stream, one block per row
 ==========  ==============================================================
 
