@@ -213,11 +213,14 @@ class LaunchPlan:
     cluster: int = 1  # blocks per cluster of a persistent clustered grid (the
     # launcher caps the grid at the clusters the GPU can hold at once)
     sync: bool = False  # the kernel's last argument is the launcher's zeroed
-    # per-stream barrier workspace (softmax_rowsync)
+    # per-stream barrier workspace (softmax_rowsync); launched cooperatively
+    fallback: Optional["LaunchPlan"] = None  # what runs if a cooperative
+    # launch is refused (the grid does not fit on the GPU at once)
 
     def kernels(self):
-        """Name expressions this plan launches (for compile checks)."""
-        return [k for k in (self.pre_kernel, self.kernel) if k]
+        """Name expressions this plan may launch (for compile checks)."""
+        own = [k for k in (self.pre_kernel, self.kernel) if k]
+        return own + (self.fallback.kernels() if self.fallback is not None else [])
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -353,7 +356,7 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
     # few long rows: split over (almost) every SM, one launch
     if packs > ROWSYNC_MIN_PACKS and rows * ROWSYNC_MIN_BLOCKS <= sms:
         rs = _plan_rowsync(rows, packs, pack, min(np_max, LOG_BLOCK_NP_MAX) if log else np_max,
-                           T, U, LG, sms)
+                           T, U, LG, sms, in_dtype, out_dtype)
         if rs is not None:
             return rs
 
@@ -438,10 +441,13 @@ def cluster_fit_estimate(sms: int, cluster: int) -> int:
     return sms // 2 if cluster <= 2 else (sms // cluster) * 7 // 8
 
 
-def _plan_rowsync(rows, packs, pack, np_max, T, U, LG, sms) -> Optional[LaunchPlan]:
+def _plan_rowsync(rows, packs, pack, np_max, T, U, LG, sms, in_dtype, out_dtype) -> Optional[LaunchPlan]:
     """softmax_rowsync: each row over `splits` blocks (rows * splits <= SMs),
     row in registers (at most ``np_max`` packs a thread); None if a row does
-    not fit."""
+    not fit. Its blocks wait for each other, so the launcher launches it
+    cooperatively (all blocks resident, or the launch is refused); where the
+    driver refuses it (another process or an MPS limit holds SMs) the plan's
+    ``fallback``, the two-kernel split, runs instead."""
     splits = sms // rows
     per_block = _cdiv(packs, splits)
     threads = min(MAX_BLOCK_THREADS, max(MIN_BLOCK_THREADS,
@@ -451,7 +457,8 @@ def _plan_rowsync(rows, packs, pack, np_max, T, U, LG, sms) -> Optional[LaunchPl
     np_ = _ladder(_cdiv(per_block, threads), NP_LADDER_COARSE, np_max)
     splits = _cdiv(packs, np_ * threads)
     k = f"softmax_rowsync<{T}, {U}, {LG}, {pack}, {np_}, {threads}>"
-    return LaunchPlan("rowsync", "softmax.cu", k, (splits, rows), (threads,), pack, sync=True)
+    return LaunchPlan("rowsync", "softmax.cu", k, (splits, rows), (threads,), pack, sync=True,
+                      fallback=_plan_split(rows, packs, pack, T, U, LG, in_dtype, out_dtype, sms))
 
 
 def _plan_stream(rows, pack, T, U, LG, sms, wide_c=False) -> LaunchPlan:

@@ -199,6 +199,25 @@ def sync_workspace(device_id: int, stream_ptr: int) -> int:
     return buf.data.ptr
 
 
+_coop_fn = None
+#: CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: the grid cannot be resident at once.
+_COOP_TOO_LARGE = 720
+
+
+def _coop_launch(fptr, gx, gy, gz, bx, by, bz, smem, stream, params) -> int:
+    """cuLaunchCooperativeKernel (CuPy has no binding): every block of the
+    grid resident at once, or the launch is refused. Returns the CUresult."""
+    global _coop_fn
+    if _coop_fn is None:
+        import ctypes
+
+        f = ctypes.CDLL("libcuda.so.1").cuLaunchCooperativeKernel
+        f.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p, ctypes.c_void_p]
+        f.restype = ctypes.c_int
+        _coop_fn = f
+    return _coop_fn(fptr, gx, gy, gz, bx, by, bz, smem, stream, params)
+
+
 class Launch:
     """A plan bound to compiled kernels on one device.
 
@@ -208,7 +227,7 @@ class Launch:
     the normal path.
     """
     __slots__ = ("plan", "fn", "pre_fn", "grid", "block", "pre_grid", "extra", "ws_elems", "ws_dtype",
-                 "op", "smem", "fptr", "dims", "sync", "device_id")
+                 "op", "smem", "fptr", "dims", "sync", "device_id", "fallback")
 
     def __init__(self, plan: LaunchPlan, device_id: int, op: str | None = None):
         import cupy
@@ -226,6 +245,7 @@ class Launch:
         self.smem = plan.smem
         self.sync = plan.sync
         self.device_id = device_id
+        self.fallback = None  # Launch of plan.fallback, made if a cooperative launch is refused
         self.fptr = None
         try:  # function handles are per device
             ctx = cupy.cuda.Device(device_id)
@@ -267,11 +287,28 @@ class Launch:
                 v = prm.vals
                 v[0] = xptr
                 v[1] = yptr
-                if self.sync:
-                    v[len(v) - 1] = sync_workspace(self.device_id, stream)
-                _drv_launch(self.fptr, gx, gy, gz, bx, by, bz, sm, stream, prm.addr, 0)
+                if not self.sync:
+                    _drv_launch(self.fptr, gx, gy, gz, bx, by, bz, sm, stream, prm.addr, 0)
+                    return
+                v[len(v) - 1] = sync_workspace(self.device_id, stream)
+                rc = _coop_launch(self.fptr, gx, gy, gz, bx, by, bz, sm, stream, prm.addr)
+                R, L, sx, sy = v[2], v[3], v[4], v[5]
         except _CUDA_ERRORS as e:
             raise self._failed(e, prm.describe) from e
+        if rc:
+            self._sync_refused(rc, xptr, yptr, R, L, sx, sy, prm.describe)
+
+    def _sync_refused(self, rc, xptr, yptr, R, L, sx, sy, size) -> None:
+        """A refused cooperative launch: run the split fallback (too large a
+        grid for the SMs this context may use), else raise."""
+        if rc != _COOP_TOO_LARGE or self.plan.fallback is None:
+            raise RuntimeError(
+                f"cusoftmax.{self.op}: cuLaunchCooperativeKernel failed (CUresult {rc}) for the "
+                f"{self.plan.regime} kernel {self.plan.kernel} (grid {self.grid}, block {self.block}) "
+                f"on {size}")
+        if self.fallback is None:
+            self.fallback = Launch(self.plan.fallback, self.device_id, self.op)
+        self.fallback.rows(xptr, yptr, R, L, sx, sy)
 
     def _failed(self, err: BaseException, size: str) -> RuntimeError:
         return RuntimeError(
@@ -285,8 +322,10 @@ class Launch:
         already applied: ptrs are byte addresses, strides in elements)."""
         try:
             if self.sync:
-                ws = sync_workspace(self.device_id, _current_stream().ptr)
-                self.fn(self.grid, self.block, (xptr, yptr, R, L, sx, sy, ws))
+                if self.fptr is None or _drv_launch is None:  # (no direct launch: cannot happen with CuPy)
+                    raise RuntimeError("cooperative launch unavailable")
+                prm = Params((xptr, yptr, R, L, sx, sy, 0))
+                self.fast(prm, xptr, yptr)
             elif self.pre_fn is None:
                 self.fn(self.grid, self.block, (xptr, yptr, R, L, sx, sy) + self.extra,
                         shared_mem=self.smem)

@@ -69,3 +69,25 @@ def test_long_axis_over_few_tiles_goes_through_copy():
     assert _dispatch.cols_prefers_copy(p, 1, 10 ** 6, 8, dev)
     p = _dispatch.plan_cols(16, 50, 33, "float32", "float32", False, dev, 1)
     assert not _dispatch.cols_prefers_copy(p, 16, 50, 33, dev)
+
+
+def test_rowsync_plans_carry_a_split_fallback():
+    """Every rowsync plan names the two-kernel split it falls back to when a
+    cooperative launch is refused, for the same rows; its kernels are in
+    the plan's kernel list (so the compile check builds them)."""
+    dev = DeviceInfo(132, 90)
+    seen = 0
+    for dt in ("float16", "bfloat16", "float32", "float64"):
+        for log in (False, True):
+            for R in (1, 2, 8, 33):
+                for L in (10 ** 4, 10 ** 5, 10 ** 6):
+                    p = _dispatch.plan_rows(R, L, dt, dt, log, dev)
+                    if p.regime != "rowsync":
+                        assert p.fallback is None
+                        continue
+                    seen += 1
+                    fb = p.fallback
+                    assert p.sync and fb.regime == "split" and fb.grid[1] == R == p.grid[1]
+                    assert p.grid[0] * p.grid[1] <= dev.sm_count
+                    assert set(fb.kernels()) <= set(p.kernels())
+    assert seen > 20

@@ -695,3 +695,35 @@ def test_fuzz_case_replays_clean(seed, case):
                         "--case", str(case)], cwd=root, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "0 failures" in r.stdout, r.stdout[-3000:]
+
+
+# ----------------------------------------------------------------------------
+# rowsync: a refused cooperative launch runs the two-kernel split instead
+# ----------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("log", [False, True])
+def test_rowsync_refused_cooperative_launch_runs_split(monkeypatch, log):
+    """softmax_rowsync's blocks wait for each other, so it is launched
+    cooperatively; where the driver refuses (the grid does not fit on the
+    SMs this context may use: another process, an MPS limit) the split
+    fallback must give the same, correct result, not hang or raise."""
+    import cupy
+    from cusoftmax import _launch
+
+    rng = np.random.default_rng(7)
+    xh = (rng.standard_normal((2, 40001)) * 4).astype(np.float32)
+    x = cupy.asarray(xh)
+    assert plan_of(x, -1, log=log) == "rowsync"
+    fn = cusoftmax.log_softmax if log else cusoftmax.softmax
+    calls = []
+
+    def refuse(*args):
+        calls.append(args)
+        return _launch._COOP_TOO_LARGE
+
+    monkeypatch.setattr(_launch, "_coop_launch", refuse)
+    clear_caches()
+    for out in (None, cupy.full(x.shape, cupy.nan, cupy.float32)):  # the fast path and out=
+        y = fn(x, out=out)
+        check_forward(y, xh, -1, log, ctx="rowsync refused -> split")
+    assert len(calls) == 2
