@@ -17,6 +17,7 @@ import cupy as cp
 
 from cusoftmax import _dispatch as D
 from cusoftmax import reference as ref
+from cusoftmax._backward import _launch_rows
 from cusoftmax._launch import Launch, device_info
 
 from tune import timeit
@@ -104,86 +105,86 @@ def bwd_candidates(R, L, dt, dev, log):
     return out
 
 
+def time_candidates(tag, cands, make_call, error, tol, record):
+    """Launch each (name, plan) of ``cands`` once through ``make_call(ln)``
+    (a no-argument launch), skip it if it fails or ``error()`` (the worst
+    difference from the reference) is not below ``tol``, else time it and
+    ``record(name, plan, us)``; print the dispatch / previous times and the
+    three fastest."""
+    line = []
+    for name, plan in cands:
+        try:
+            f = make_call(Launch(plan, 0))
+            f()
+            cp.cuda.runtime.deviceSynchronize()
+        except Exception as e:  # noqa: BLE001
+            print("fail", name, plan.kernel, str(e)[:300], flush=True)
+            continue
+        err = error()
+        if not err < tol:
+            print(f"WRONG {name} {plan.kernel} err={err}", flush=True)
+            continue
+        us = timeit(f)
+        line.append((us, name))
+        record(name, plan, us)
+    line.sort()
+    d = {n: u for u, n in line}
+    print(f"{tag} dispatch {d.get('dispatch', 0):7.2f} previous {d.get('previous', 0):7.2f} | "
+          + "; ".join(f"{n} {u:.2f}" for u, n in line[:3]), flush=True)
+
+
 def run_fwd(shapes, dts, dev, res):
     for dt in dts:
         for log in (False, True):
+            rf = ref.log_softmax if log else ref.softmax
+            op = "log_softmax" if log else "softmax"
             for R, L in shapes:
                 x = make(R, L, dt)
                 y = cp.empty_like(x)
-                line = []
-                for name, plan in fwd_candidates(R, L, dt, dev, log):
-                    try:
-                        ln = Launch(plan, 0)
-                        f = lambda: ln.rows(x.data.ptr, y.data.ptr, R, L, L, L)
-                        y.fill(0)
-                        f()
-                        cp.cuda.runtime.deviceSynchronize()
-                    except Exception as e:  # noqa: BLE001
-                        print("fail", name, plan.kernel, str(e)[:300], flush=True)
-                        continue
-                    rf = ref.log_softmax if log else ref.softmax
-                    # error relative to max(1, |reference|): log-probabilities of 16-bit rows are ~10
-                    err = max(float(np.nanmax(np.abs(ref.to_float64(y[i]) - rf(x[i])) / np.maximum(1, np.abs(rf(x[i])))))
-                              for i in (0, R - 1))
-                    tol = 1e-4 if dt == "float32" else 1e-2
-                    if not err < tol:
-                        print(f"WRONG {name} {plan.kernel} err={err}", flush=True)
-                        continue
-                    us = timeit(f)
-                    line.append((us, name, plan.kernel))
-                    res.append(dict(op="log_softmax" if log else "softmax", shape=[R, L], dtype=dt, cand=name,
-                                    kernel=plan.kernel, us=us, tbs=2 * x.nbytes / us / 1e6))
-                line.sort()
-                d = {n: u for u, n, _ in line}
-                print(f"fwd {'log' if log else 'sm '} {dt:8s} {R:>5}x{L:<7} dispatch {d.get('dispatch', 0):7.2f} "
-                      f"previous {d.get('previous', 0):7.2f} | " +
-                      "; ".join(f"{n} {u:.2f}" for u, n, _ in line[:3]), flush=True)
+
+                def call(ln):
+                    y.fill(0)
+                    return lambda: ln.rows(x.data.ptr, y.data.ptr, R, L, L, L)
+
+                def error():  # relative to max(1, |reference|): 16-bit log-probabilities are ~10
+                    return max(float(np.nanmax(np.abs(ref.to_float64(y[i]) - rf(x[i]))
+                                               / np.maximum(1, np.abs(rf(x[i]))))) for i in (0, R - 1))
+
+                def record(name, plan, us):
+                    res.append(dict(op=op, shape=[R, L], dtype=dt, cand=name, kernel=plan.kernel, us=us,
+                                    tbs=2 * x.nbytes / us / 1e6))
+
+                time_candidates(f"fwd {'log' if log else 'sm '} {dt:8s} {R:>5}x{L:<7}",
+                                fwd_candidates(R, L, dt, dev, log), call, error,
+                                1e-4 if dt == "float32" else 1e-2, record)
 
 
 def run_bwd(shapes, dts, dev, res):
     for dt in dts:
         for log in (False, True):
+            rf = ref.log_softmax_backward if log else ref.softmax_backward
+            op = "log_softmax_backward" if log else "softmax_backward"
             for R, L in shapes:
                 x = make(R, L, dt)
-                yv = (ref.log_softmax if log else ref.softmax)(x)
-                npdt = x.dtype
-                y = cp.asarray(yv.astype(npdt))
+                y = cp.asarray((ref.log_softmax if log else ref.softmax)(x).astype(x.dtype))
                 dy = make(R, L, dt, seed=1)
                 dx = cp.empty_like(x)
-                line = []
-                for name, plan in bwd_candidates(R, L, dt, dev, log):
-                    try:
-                        ln = Launch(plan, 0)
-                        args = (y.data.ptr, dy.data.ptr, dx.data.ptr, R, L, L, L, L) + plan.extra
-                        if plan.pre_kernel:
-                            def f(ln=ln):
-                                ws = cp.empty(ln.ws_elems, ln.ws_dtype)
-                                ln.pre_fn(ln.pre_grid, ln.block, (y, dy, ws, R, L, L, L) + ln.extra)
-                                ln.fn(ln.grid, ln.block, (y, dy, dx, ws, R, L, L, L, L) + ln.extra)
-                        else:
-                            def f(ln=ln, args=args):
-                                ln.fn(ln.grid, ln.block, args, shared_mem=ln.smem)
-                        dx.fill(0)
-                        f()
-                        cp.cuda.runtime.deviceSynchronize()
-                    except Exception as e:  # noqa: BLE001
-                        print("fail", name, plan.kernel, str(e)[:300], flush=True)
-                        continue
-                    rf = ref.log_softmax_backward if log else ref.softmax_backward
-                    err = max(float(np.nanmax(np.abs(ref.to_float64(dx[i]) - rf(y[i], dy[i])))) for i in (0, R - 1))
-                    tol = 1e-4 if dt == "float32" else 5e-2
-                    if not err < tol:
-                        print(f"WRONG {name} {plan.kernel} err={err}", flush=True)
-                        continue
-                    us = timeit(f)
-                    line.append((us, name, plan.kernel))
-                    res.append(dict(op="log_softmax_backward" if log else "softmax_backward", shape=[R, L],
-                                    dtype=dt, cand=name, kernel=plan.kernel, us=us, tbs=3 * x.nbytes / us / 1e6))
-                line.sort()
-                d = {n: u for u, n, _ in line}
-                print(f"bwd {'log' if log else 'sm '} {dt:8s} {R:>5}x{L:<7} dispatch {d.get('dispatch', 0):7.2f} "
-                      f"previous {d.get('previous', 0):7.2f} | " +
-                      "; ".join(f"{n} {u:.2f}" for u, n, _ in line[:3]), flush=True)
+
+                def call(ln):  # the library's own rows launcher (split workspace, extra args, smem)
+                    dx.fill(0)
+                    return lambda: _launch_rows(ln, y.data.ptr, dy.data.ptr, dx.data.ptr, R, L, L, L, L)
+
+                def error():
+                    return max(float(np.nanmax(np.abs(ref.to_float64(dx[i]) - rf(y[i], dy[i]))))
+                               for i in (0, R - 1))
+
+                def record(name, plan, us):
+                    res.append(dict(op=op, shape=[R, L], dtype=dt, cand=name, kernel=plan.kernel, us=us,
+                                    tbs=3 * x.nbytes / us / 1e6))
+
+                time_candidates(f"bwd {'log' if log else 'sm '} {dt:8s} {R:>5}x{L:<7}",
+                                bwd_candidates(R, L, dt, dev, log), call, error,
+                                1e-4 if dt == "float32" else 5e-2, record)
 
 
 def main():
