@@ -149,6 +149,28 @@ COLS_STAGE_THREADS_F64 = 256
 #: An axis streamed twice over fewer tiles than this many per SM goes
 #: through a transposing copy instead (see cols_prefers_copy).
 COLS_COPY_TILES_PER_SM = 1
+#: Long strided axes streamed twice with the axis split over blocks
+#: (softmax_cols_split_*): block size, blocks per SM aimed at, the widest run
+#: of the inner axis one tile takes (bytes), and the fewest unrolled sweeps
+#: (THREADS / TX rows x 4) a block streams.
+#: H100 (tools/tune_cols.py, L2 flushed): 128-byte tiles, 8 blocks per SM and
+#: 8 rows in flight per thread were best or within 2% on every shape tried.
+COLS_SPLIT_THREADS = 256
+COLS_SPLIT_BLOCKS_PER_SM = 8
+COLS_SPLIT_SEGMENT = 128
+COLS_SPLIT_MIN_SWEEPS = 1
+COLS_SPLIT_UNROLL = 8
+#: Axes longer than COLS_REGS_MAX_L take the split stream instead of the
+#: staged kernel when: the input is 16-bit (its staged kernel is compute-
+#: bound: bf16 (2048, 4096) over axis 0 1.63x contiguous staged vs 1.73x
+#: split, (512, 16384) 2.38x vs 1.80x, (65536, 128) 5.5x (copy) vs 1.35x);
+#: the axis is shorter than COLS_SPLIT_BELOW_L or at least COLS_SPLIT_FROM_L
+#: (float32 (256, 32768) 2.00x vs 1.56x; (8192, 1024) 1.67x vs 1.44x;
+#: (32768, 256) 2.23x vs 1.42x); no staged tile fits; or the staged plan
+#: would go through the copy (few tiles: (65536, 64) 4.1x vs 1.5x). Float32
+#: axes of 512-4096 stay staged ((2048, 4096): 1.42x vs 1.57x).
+COLS_SPLIT_BELOW_L = 512
+COLS_SPLIT_FROM_L = 8192
 #: Grid-stride kernels launch at most this many blocks per SM.
 MAX_BLOCKS_PER_SM = 32
 #: Allowed "packs per thread" values (template instantiations): a need is
@@ -489,6 +511,8 @@ def cols_prefers_copy(plan: LaunchPlan, O: int, L: int, I: int, dev: DeviceInfo)
     """True when a cols plan streams the axis twice over fewer tiles than
     COLS_COPY_TILES_PER_SM x SMs: too few blocks to reach the memory system,
     so a transposing copy to rows (and back) is faster."""
+    if plan.pre_kernel:  # the split stream: the axis itself is split over blocks
+        return False
     if "softmax_cols_staged" in plan.kernel:
         # one read, but fewer blocks than half the SMs cannot reach the memory system
         return plan.grid[0] * 2 < dev.sm_count
@@ -547,15 +571,54 @@ def _plan_cols_staged(O, L, I, T, U, LG, isz, osz, wide_c, dev, vec) -> Optional
     return LaunchPlan("cols", "softmax.cu", k, (grid,), (th,), 1, extra=(W // v,), smem=smem, cluster=c)
 
 
+def _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec, segment=COLS_SPLIT_SEGMENT,
+                     blocks_per_sm=COLS_SPLIT_BLOCKS_PER_SM, unroll=COLS_SPLIT_UNROLL) -> LaunchPlan:
+    """softmax_cols_split_partial + _finish: tiles of W = TX x VEC elements of
+    I (at most ``segment`` bytes, full 16-byte vectors where ``vec`` allows),
+    the axis split so that tiles x splits fill ``blocks_per_sm`` blocks per
+    SM, each block streaming at least COLS_SPLIT_MIN_SWEEPS unrolled sweeps
+    of its rows."""
+    T, U = CTYPE[in_dtype], CTYPE[out_dtype]
+    LG = "true" if log else "false"
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    osz = numpy.dtype(_np_name(out_dtype)).itemsize
+    cdt = "float64" if compute_itemsize(in_dtype, out_dtype) == 8 else "float32"
+    vmax = VECTOR_BYTES // max(isz, osz)
+    v = vmax if vec >= vmax else 1
+    th = COLS_SPLIT_THREADS
+    w = max(v, min(segment // isz, _next_pow2(I), 32 * v))
+    tx = w // v
+    tiles = O * _cdiv(I, w)
+    ny = th // tx
+    most = max(1, _cdiv(L, ny * unroll * COLS_SPLIT_MIN_SWEEPS))
+    splits = max(1, min(_cdiv(blocks_per_sm * dev.sm_count, tiles), most, 65535))
+    lps = _cdiv(L, splits)
+    splits = _cdiv(L, lps)
+    C = CTYPE[cdt]
+    # the partial kernel keeps two groups of packs in flight: at 64 registers
+    # 16-byte packs fit 4 deep for float, 2 deep for 16-bit or double
+    pre_unroll = unroll if v == 1 else min(unroll, 4 if (isz == 4 and cdt == "float32") else 2)
+    pre = f"softmax_cols_split_partial<{T}, {C}, {v}, {th}, {pre_unroll}>"
+    k = f"softmax_cols_split_finish<{T}, {U}, {LG}, {v}, {th}, {unroll}>"
+    # workspace: partials, per-tile totals, then `tiles` 4-byte counters
+    csz = compute_itemsize(in_dtype, out_dtype)
+    ws = 2 * tiles * splits * w + 2 * tiles * w + _cdiv(4 * tiles, csz)
+    return LaunchPlan("cols", "softmax.cu", k, (tiles, splits), (th,), 1, pre_kernel=pre,
+                      pre_grid=(tiles, splits), ws_elems=ws, ws_dtype=cdt, extra=(tx, lps, tiles))
+
+
 def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
               dev: DeviceInfo, vec: int = 1) -> LaunchPlan:
     """Plan for the (O, L, I) layout, reduction along L, unit-stride I.
 
     ``vec`` is the widest vector (elements along I) the pointers, strides and
-    I allow (a power of two; 1 always works). Axes that fit the block's
-    registers take ``softmax_cols`` (one read); longer ones whose tile fits
-    ``COLS_STAGE_BYTES`` of shared memory take ``softmax_cols_staged`` (one
-    read); anything longer streams twice through ``softmax_cols``."""
+    I allow (a power of two; 1 always works). Axes up to COLS_REGS_MAX_L
+    take ``softmax_cols`` (in registers, one read); longer float32 / float64
+    axes of COLS_SPLIT_BELOW_L .. COLS_SPLIT_FROM_L whose tile fits
+    ``COLS_STAGE_BYTES`` of shared memory over enough tiles take
+    ``softmax_cols_staged`` (one read); every other long axis streams twice
+    with the axis split over blocks (``softmax_cols_split_*``, the second
+    read mostly from L2)."""
     T, U = CTYPE[in_dtype], CTYPE[out_dtype]
     LG = "true" if log else "false"
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
@@ -569,10 +632,14 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
         tx //= 2
     threads = COLS_THREADS
     max_threads = COLS_MAX_THREADS_F64 if wide_c else COLS_MAX_THREADS
-    if L > COLS_REGS_MAX_L and (in_dtype, out_dtype) in COLS_STAGED_PAIRS:
-        st = _plan_cols_staged(O, L, I, T, U, LG, isz, osz, wide_c, dev, vec)
-        if st is not None:
-            return st
+    if L > COLS_REGS_MAX_L:
+        st = None
+        if (in_dtype, out_dtype) in COLS_STAGED_PAIRS:
+            st = _plan_cols_staged(O, L, I, T, U, LG, isz, osz, wide_c, dev, vec)
+        if (st is None or isz == 2 or L < COLS_SPLIT_BELOW_L or L >= COLS_SPLIT_FROM_L
+                or cols_prefers_copy(st, O, L, I, dev)):
+            return _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec)
+        return st
     while threads < max_threads and L > (threads // tx) * COLS_CAP:
         threads *= 2
     tiles = O * _cdiv(I, tx)
@@ -634,11 +701,14 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                                     p = plan_rows(rows, L, ti, to, log, dev, algo, vec, mis)
                                     for kname in p.kernels():
                                         found[(p.source, kname)] = None
-                    for L in (1, 2, 100, 10 ** 4, 10 ** 6):  # every block size of softmax_cols
+                    vmax = VECTOR_BYTES // max(numpy.dtype(_np_name(ti)).itemsize,
+                                               numpy.dtype(_np_name(to)).itemsize)
+                    for L in (1, 2, 100, 200, 10 ** 4, 10 ** 6):  # every softmax_cols block, split variant
                         for I in (1, 3, 64, 4096):
-                            p = plan_cols(7, L, I, ti, to, log, dev, 1)
-                            if not p.smem:
-                                found[(p.source, p.kernel)] = None
+                            for v in sorted({1, vmax}) if vec else (1,):
+                                p = plan_cols(7, L, I, ti, to, log, dev, v)
+                                for kname in p.kernels():
+                                    found[(p.source, kname)] = None
                     if vec and (ti, to) in COLS_STAGED_PAIRS:  # every staged variant
                         isz = numpy.dtype(_np_name(ti)).itemsize
                         vmax = VECTOR_BYTES // max(isz, numpy.dtype(_np_name(to)).itemsize)

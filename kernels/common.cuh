@@ -351,6 +351,31 @@ template <typename C, int NV> CSM_DEVICE MD<C> md_update(MD<C> acc, const C* v) 
   return md_merge(acc, md_of_values<C, NV>(v));
 }
 
+// Fold NV values into a running (max, sum) in place: the group's max by a
+// tree, one rescale of the sum per group, one exp per value (the cheap form
+// for streaming loops). All -inf so far: m = -inf and the exps are taken
+// against 0, so -inf values add 0; a NaN reaches d through e^(NaN - base);
+// +inf gives e^(inf - inf) = NaN, as the reference.
+template <typename C, int NV> CSM_DEVICE void md_accumulate(MD<C>& acc, const C* v) {
+  C t[NV];
+#pragma unroll
+  for (int i = 0; i < NV; ++i) t[i] = v[i];
+#pragma unroll
+  for (int w = 1; w < NV; w *= 2)
+#pragma unroll
+    for (int i = 0; i + w < NV; i += 2 * w) t[i] = Num<C>::max(t[i], t[i + w]);
+  const C nm = Num<C>::max(acc.m, t[0]);
+  const C base = (nm == Num<C>::neg_inf()) ? C(0) : nm;
+#pragma unroll
+  for (int i = 0; i < NV; ++i) t[i] = Num<C>::exp(v[i] - base);
+#pragma unroll
+  for (int w = 1; w < NV; w *= 2)
+#pragma unroll
+    for (int i = 0; i + w < NV; i += 2 * w) t[i] += t[i + w];
+  acc.d = acc.d * Num<C>::exp(acc.m - base) + t[0];
+  acc.m = nm;
+}
+
 // ----------------------------------------------------------------------------
 // Shuffles and reductions.
 // ----------------------------------------------------------------------------

@@ -22,6 +22,10 @@
 //   softmax_cols_staged  the same layout, axes too long for registers: each
 //                    thread keeps its VEC-wide packs in shared memory (one read
 //                    of x, one write of y).
+//   softmax_cols_split_partial + softmax_cols_split_finish
+//                    the same layout, long axes: the axis split over blocks,
+//                    per-column (max, sum) partials in a workspace, then a
+//                    second pass (reversed, re-reading from L2) that writes y.
 // Every kernel takes T (input storage), U (output storage) and LOG (log-softmax);
 // arithmetic is in C = float, or double when either side is double.
 #include "common.cuh"
@@ -748,4 +752,214 @@ softmax_cols_staged(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i6
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
   if (CLUSTER > 1) cluster_sync();  // no block exits while others may read its partials
 #endif
+}
+
+// ---------------------------------------------------------------------------
+// softmax_cols_split_partial + softmax_cols_split_finish: the (O, L, I) layout
+// of softmax_cols for long axes, streamed twice with the axis split over
+// blocks. A tile is one o and W = TX * VEC consecutive i (VEC-wide packs along
+// i, 16 bytes at most); the grid is (tiles, splits) and block (t, s) owns rows
+// [s * lps, min(L, (s + 1) * lps)) of tile t, its THREADS / TX thread rows
+// striding over them, UNR rows a thread in flight. Every warp access is a run
+// of TX * VEC * sizeof(T) contiguous bytes, and for narrow inner axes a
+// block's rows are one contiguous stretch of memory.
+// Workspace (C values): part[tiles][splits][W][2], then tot[tiles][W][2], then
+// `tiles` unsigned counters, zero before the partial kernel runs. Each partial
+// block writes its per-column (max, sum) to part; the last block of a tile to
+// finish (counter) merges the tile's partials in split order into tot, so the
+// merge is done once per tile, not once per block. The finish kernel reads
+// tot, re-reads its rows and writes y, its blocks in reverse order: those that
+// start first re-read what the partial kernel read last, still in L2.
+// VEC > 1 needs I, every stride and both base pointers to be multiples of VEC.
+// ---------------------------------------------------------------------------
+#define COLS_SPLIT_W_MAX 256
+// (max, sum) of each of a thread's VEC columns merged over the block's thread
+// rows: lanes of equal tx in a warp by shuffles, then the warps through `red`,
+// by one thread per column: on return thread w < W = TX * VEC holds the total
+// of column w (other threads: identity). Starts and ends with a barrier.
+template <typename C, int VEC, int THREADS>
+CSM_DEVICE MD<C> cols_block_reduce(MD<C>* md, int tx, int TX, MD<C>* red) {
+  constexpr int WARPS = THREADS / 32;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // red may still be read by an earlier reduction
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    for (int off = TX; off < 32; off <<= 1) {
+      MD<C> other;
+      other.m = shfl_xor(md[e].m, off);
+      other.d = shfl_xor(md[e].d, off);
+      md[e] = md_merge(md[e], other);
+    }
+    if (lane < TX) red[warp * COLS_SPLIT_W_MAX + lane * VEC + e] = md[e];
+  }
+  __syncthreads();
+  MD<C> r = md_identity<C>();
+  if ((int)threadIdx.x < TX * VEC) {
+    for (int w = 0; w < WARPS; ++w) r = md_merge(r, red[w * COLS_SPLIT_W_MAX + threadIdx.x]);
+  }
+  __syncthreads();
+  return r;
+}
+
+template <typename T, typename C, int VEC, int THREADS, int UNR>
+__global__ void __launch_bounds__(THREADS, 1024 / THREADS)
+softmax_cols_split_partial(const T* __restrict__ x, C* ws, i64 O, i64 L, i64 I,
+                           i64 sxo, i64 sxl, i64 lps, int TX) {
+  typedef Pack<T, VEC> P;
+  __shared__ MD<C> red[(THREADS / 32) * COLS_SPLIT_W_MAX];
+  __shared__ bool last;
+  const int tx = threadIdx.x % TX, ly = threadIdx.x / TX, NY = THREADS / TX;
+  const i64 W = (i64)TX * VEC, tiles_i = (I + W - 1) / W;
+  const i64 t = blockIdx.x, s = blockIdx.y, tiles = gridDim.x, splits = gridDim.y;
+  const i64 o = t / tiles_i, i = (t % tiles_i) * W + (i64)tx * VEC;
+  const i64 lb = s * lps, le = min(L, lb + lps);
+  C* part = ws;
+  C* tot = ws + 2 * tiles * splits * W;
+  unsigned* cnt = reinterpret_cast<unsigned*>(tot + 2 * tiles * W);
+  MD<C> md[VEC];
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
+  if (i < I) {
+    const i64 step = (i64)NY * sxl;
+    const T* xp = x + o * sxo + i + (lb + ly) * sxl;
+    i64 l0 = lb + ly;
+    // full groups of UNR rows, the next group's loads in flight while this
+    // one is reduced
+    bool full = l0 + (i64)(UNR - 1) * NY < le;
+    P cur[UNR];
+    if (full) {
+#pragma unroll
+      for (int u = 0; u < UNR; ++u) cur[u] = load_pack<T, VEC>(xp + u * step);
+    }
+    while (full) {
+      const bool nfull = l0 + (i64)(2 * UNR - 1) * NY < le;
+      P nxt[UNR];
+      if (nfull) {
+#pragma unroll
+        for (int u = 0; u < UNR; ++u) nxt[u] = load_pack<T, VEC>(xp + (UNR + u) * step);
+      }
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        C v[UNR];
+#pragma unroll
+        for (int u = 0; u < UNR; ++u) v[u] = to_compute<C>(cur[u].v[e]);
+        md_accumulate<C, UNR>(md[e], v);
+      }
+#pragma unroll
+      for (int u = 0; u < UNR; ++u) cur[u] = nxt[u];
+      l0 += (i64)NY * UNR;
+      xp += UNR * step;
+      full = nfull;
+    }
+    for (; l0 < le; l0 += NY, xp += step) {  // the last rows, one at a time
+      const P p = load_pack<T, VEC>(xp);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        const C v = to_compute<C>(p.v[e]);
+        md_accumulate<C, 1>(md[e], &v);
+      }
+    }
+  }
+  const i64 i0 = (t % tiles_i) * W;  // first column of the tile
+  const int cw = threadIdx.x;          // the column this thread totals (if < W)
+  const bool own = cw < W && i0 + cw < I;
+  MD<C> r = cols_block_reduce<C, VEC, THREADS>(md, tx, TX, red);
+  if (own) {
+    C* w = part + ((t * splits + s) * W + cw) * 2;
+    w[0] = r.m;
+    w[1] = r.d;
+    if (splits == 1) {
+      C* v = tot + (t * W + cw) * 2;
+      v[0] = r.m;
+      v[1] = r.d;
+    }
+  }
+  if (splits == 1) return;
+  // one thread per block fences and counts (a fence in every thread costs
+  // microseconds): the barrier orders the block's partial stores before
+  // thread 0's fence, which is cumulative
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(cnt + t, 1u) == (unsigned)(splits - 1);
+    if (last) {
+      __threadfence();
+      cnt[t] = 0;  // (the launcher zeroes the counters anyway)
+    }
+  }
+  __syncthreads();
+  if (!last) return;
+  // the tile's last block: merge every split's partials (in split order per thread row)
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
+  if (i < I) {
+    for (i64 k = ly; k < splits; k += NY) {
+      const C* w = part + ((t * splits + k) * W + (i64)tx * VEC) * 2;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        MD<C> q;
+        q.m = __ldcg(w + 2 * e);  // written by other blocks: L2, not L1
+        q.d = __ldcg(w + 2 * e + 1);
+        md[e] = md_merge(md[e], q);
+      }
+    }
+  }
+  r = cols_block_reduce<C, VEC, THREADS>(md, tx, TX, red);
+  if (own) {
+    C* v = tot + (t * W + cw) * 2;
+    v[0] = r.m;
+    v[1] = r.d;
+  }
+}
+
+template <typename T, typename U, bool LOG, int VEC, int THREADS, int UNR>
+__global__ void __launch_bounds__(THREADS, 1024 / THREADS)
+softmax_cols_split_finish(const T* __restrict__ x, U* __restrict__ y,
+                          const typename ComputeOf2<T, U>::type* __restrict__ ws, i64 O, i64 L, i64 I,
+                          i64 sxo, i64 sxl, i64 syo, i64 syl, i64 lps, int TX) {
+  typedef typename ComputeOf2<T, U>::type C;
+  typedef Pack<T, VEC> P;
+  const int tx = threadIdx.x % TX, ly = threadIdx.x / TX, NY = THREADS / TX;
+  const i64 W = (i64)TX * VEC, tiles_i = (I + W - 1) / W;
+  const i64 tiles = gridDim.x, splits = gridDim.y;
+  const i64 b = tiles * splits - 1 - ((i64)blockIdx.y * tiles + blockIdx.x);  // reverse order
+  const i64 t = b % tiles, s = b / tiles;
+  const i64 o = t / tiles_i, i = (t % tiles_i) * W + (i64)tx * VEC;
+  if (i >= I) return;
+  const C* tot = ws + 2 * tiles * splits * W + (t * W + (i64)tx * VEC) * 2;
+  C m[VEC], sc[VEC];
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    MD<C> q;
+    q.m = tot[2 * e];
+    q.d = tot[2 * e + 1];
+    m[e] = q.m;
+    sc[e] = row_scale<C, LOG>(q);
+  }
+  const i64 lb = s * lps, le = min(L, lb + lps);
+  const i64 step = (i64)NY * sxl, ystep = (i64)NY * syl;
+  const T* xp = x + o * sxo + i + (lb + ly) * sxl;
+  U* yp = y + o * syo + i + (lb + ly) * syl;
+  i64 l0 = lb + ly;
+  for (; l0 + (i64)(UNR - 1) * NY < le; l0 += (i64)NY * UNR, xp += UNR * step, yp += UNR * ystep) {
+    P p[UNR];
+#pragma unroll
+    for (int u = 0; u < UNR; ++u) p[u] = load_pack<T, VEC>(xp + u * step);
+#pragma unroll
+    for (int u = 0; u < UNR; ++u) {
+      Pack<U, VEC> q;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        q.v[e] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(p[u].v[e]), m[e], sc[e]));
+      store_pack<U, VEC>(yp + u * ystep, q);
+    }
+  }
+  for (; l0 < le; l0 += NY, xp += step, yp += ystep) {
+    const P p = load_pack<T, VEC>(xp);
+    Pack<U, VEC> q;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e)
+      q.v[e] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(p.v[e]), m[e], sc[e]));
+    store_pack<U, VEC>(yp, q);
+  }
 }

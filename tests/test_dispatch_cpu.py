@@ -31,10 +31,26 @@ def test_cols_plans_within_limits(dev):
         for O, L, I, vec in itertools.product((1, 5, 300), Ls, Is, (1, 2, 4, 8)):
             p = _dispatch.plan_cols(O, L, I, tin, tout, False, dev, vec)
             ctx = (tin, tout, O, L, I, vec, p)
-            assert p.kernel in known, ctx
+            assert all(k in known for k in p.kernels()), ctx
             assert p.block[0] <= _dispatch.MAX_BLOCK_THREADS, ctx
             tx = p.extra[0]
             assert 1 <= tx <= 32 and p.block[0] % tx == 0, ctx
+            if p.pre_kernel:  # split stream: grid (tiles, splits), splits cover L exactly once
+                assert p.kernel.startswith("softmax_cols_split_finish"), ctx
+                assert p.pre_kernel.startswith("softmax_cols_split_partial"), ctx
+                v, th = (int(a) for a in _args(p)[3:5])
+                assert v <= vec and vec % v == 0, ctx  # never wider than the layout allows
+                assert v * max(_isz(tin), _isz(tout)) <= _dispatch.VECTOR_BYTES, ctx
+                assert tx * v <= 256 and th == p.block[0] == 256, ctx  # COLS_SPLIT_W_MAX
+                tiles, splits = p.grid
+                lps = p.extra[1]
+                assert p.pre_grid == p.grid and p.extra[2] == tiles, ctx
+                assert tiles == O * -(-I // (tx * v)) and splits <= 65535, ctx
+                assert (splits - 1) * lps < L <= splits * lps, ctx
+                assert p.ws_elems * (8 if p.ws_dtype == "float64" else 4) >= \
+                    8 * tiles * splits * tx * v // (2 if p.ws_dtype == "float32" else 1) + 4 * tiles, ctx
+                assert not _dispatch.cols_prefers_copy(p, O, L, I, dev), ctx
+                continue
             if p.kernel.startswith("softmax_cols_staged"):
                 v, th, st, c = (int(a) for a in _args(p)[3:])
                 assert v <= vec and vec % v == 0, ctx  # never wider than the layout allows
@@ -50,25 +66,34 @@ def test_cols_plans_within_limits(dev):
             assert 1 <= p.grid[0] <= tiles, ctx
 
 
-def test_benchmark_layouts_take_one_read_kernels():
+def test_benchmark_layouts_take_strided_kernels():
     """(2048, 4096) reduced over axis 0 and its Fortran-order transpose are
     both (O=1, L=2048, I=4096) (and (1, 4096, 2048) for the transposed
-    benchmark case): one read of x, no copy."""
+    benchmark case): float32 takes the staged kernel (one read), bfloat16
+    the split stream (measured faster for 16-bit); never the copy."""
     dev = DEVS[0]
     for L, I in ((2048, 4096), (4096, 2048)):
-        for dt, vec in (("float32", 4), ("bfloat16", 8)):
+        for dt, vec, kern in (("float32", 4, "softmax_cols_staged"),
+                              ("bfloat16", 8, "softmax_cols_split_finish")):
             p = _dispatch.plan_cols(1, L, I, dt, dt, False, dev, vec)
-            assert p.kernel.startswith("softmax_cols_staged") or \
-                L <= p.block[0] // p.extra[0] * _dispatch.COLS_CAP, p
+            assert p.kernel.startswith(kern), p
             assert not _dispatch.cols_prefers_copy(p, 1, L, I, dev)
 
 
-def test_long_axis_over_few_tiles_goes_through_copy():
+def test_long_axis_over_few_tiles_splits_the_axis():
+    """A long axis over a narrow inner extent (too few tiles to fill the GPU)
+    is split over blocks instead of going through the transposing copy."""
     dev = DEVS[0]
-    p = _dispatch.plan_cols(1, 10 ** 6, 8, "float32", "float32", False, dev, 4)
-    assert _dispatch.cols_prefers_copy(p, 1, 10 ** 6, 8, dev)
+    for L, I in ((10 ** 6, 8), (65536, 64), (65536, 128)):
+        p = _dispatch.plan_cols(1, L, I, "float32", "float32", False, dev, 4)
+        assert p.kernel.startswith("softmax_cols_split_finish"), p
+        assert p.grid[0] * p.grid[1] >= dev.sm_count, p
+        assert not _dispatch.cols_prefers_copy(p, 1, L, I, dev)
     p = _dispatch.plan_cols(16, 50, 33, "float32", "float32", False, dev, 1)
     assert not _dispatch.cols_prefers_copy(p, 16, 50, 33, dev)
+    # float32 axes of COLS_SPLIT_BELOW_L .. COLS_SPLIT_FROM_L stay staged
+    p = _dispatch.plan_cols(1, 2048, 4096, "float32", "float32", False, dev, 4)
+    assert p.kernel.startswith("softmax_cols_staged"), p
 
 
 def test_rowsync_plans_carry_a_split_fallback():

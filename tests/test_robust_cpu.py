@@ -197,12 +197,13 @@ def test_shared_kernel_opt_in_only_grows(monkeypatch):
     fn = _SmemKernel()
     monkeypatch.setattr(_launch, "get_kernel", lambda src, name, dev: fn)
     dev = _dispatch.DeviceInfo(132, 90)
-    big = _dispatch.plan_cols(1, 2048, 4096, "float32", "float32", False, dev, 4)
-    small = _dispatch.plan_cols(1, 200, 4096, "float32", "float32", False, dev, 4)
-    assert big.kernel.startswith("softmax_cols_staged") and small.smem < big.smem
+    big = _dispatch.plan_cols(1, 1500, 4096, "float32", "float32", False, dev, 4)
+    small = _dispatch.plan_cols(1, 1024, 4096, "float32", "float32", False, dev, 4)
+    assert big.kernel == small.kernel and big.kernel.startswith("softmax_cols_staged")
+    assert small.smem < big.smem
     lb = _launch.Launch(big, 0)
     ls = _launch.Launch(small, 0)
     assert fn.max_dynamic_shared_size_bytes >= big.smem
-    lb.cols(0, 0, 1, 2048, 4096, 0, 4096, 0, 4096)
-    ls.cols(0, 0, 1, 200, 4096, 0, 4096, 0, 4096)
+    lb.cols(0, 0, 1, 1500, 4096, 0, 4096, 0, 4096)
+    ls.cols(0, 0, 1, 1024, 4096, 0, 4096, 0, 4096)
     assert fn.launched == [big.smem, small.smem]

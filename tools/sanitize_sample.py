@@ -62,10 +62,12 @@ def main():
         if op.family in ("forward", "backward"):
             one(op, (16, 50, 33), axis=1, label="cols")
         if op.family == "forward":  # staged cols: cp.async double buffer, one block, a cluster
-            one(op, (3, 300, 64), axis=1, label="cols-staged")
+            one(op, (3, 600, 64), axis=1, label="cols-staged")
             one(op, (2, 2000, 40), axis=1, label="cols-staged")
             one(op, (40, 400, 128), axis=1, label="cols-staged")
-            one(op, (1, 30000, 64), axis=1, dtype="bfloat16", label="cols-cluster")
+            one(op, (1, 30000, 64), axis=1, dtype="bfloat16", label="cols-split")
+            one(op, (2, 20000, 40), axis=1, label="cols-split")  # last-block merge over many splits
+            one(op, (3, 700, 33), axis=1, dtype="bfloat16", label="cols-split")  # scalar packs
             one(op, (6, 7, 40), axis=(0, 2), label="copy")
         for dt in ("float16", "bfloat16"):
             one(op, (9, 3001), dtype=dt, label="misaligned",

@@ -7,7 +7,7 @@ elements as contiguous rows ``(O * I, L)``, and hand-built alternatives
 events, L2 flushed before each repetition. Prints one line per shape; used to
 set the COLS_* thresholds in cusoftmax/_dispatch.py.
 """
-import argparse, itertools, json
+import argparse, itertools, json, re
 import numpy as np, cupy as cp
 import cusoftmax as cs
 from cusoftmax import _dispatch as D, reference as ref
@@ -26,13 +26,17 @@ def make(shape, dt):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", default=None)
+    ap.add_argument("--only", default=None, help="regex: time only candidates whose name matches")
+    ap.add_argument("--dtypes", default="float32,bfloat16")
     a = ap.parse_args()
+    only = re.compile(a.only) if a.only else None
     dev = device_info(0)
     shapes = [(1, 2048, 4096), (1, 4096, 2048), (1, 1024, 8192), (1, 512, 16384), (1, 8192, 1024),
               (1, 16384, 512), (64, 512, 256), (8, 4096, 256), (1, 65536, 64), (1, 32768, 256),
-              (1, 256, 32768), (1, 65536, 128)]
+              (1, 256, 32768), (1, 65536, 128), (1, 2048, 1024), (4, 262144, 64), (1, 4096, 8192),
+              (1, 1000, 1000)]
     res = []
-    for dt in ("float32", "bfloat16"):
+    for dt in a.dtypes.split(","):
         isz = 4 if dt == "float32" else 2
         T = D.CTYPE[dt]
         for O, L, I in shapes:
@@ -72,6 +76,12 @@ def main():
                     nm = "regs" if L <= th // tx * 16 else "2pass"
                     cands.append((f"{nm} t{th} tx{tx}", D.LaunchPlan("cols", "softmax.cu", k, (grid,), (th,), 1,
                                                                      extra=(tx,))))
+            for seg, bps, unr in itertools.product((128, 256), (4, 8), (4, 8)):
+                vec = 16 // isz if I % (16 // isz) == 0 else 1
+                cands.append((f"split seg{seg} b{bps} u{unr}",
+                              D._plan_cols_split(O, L, I, dt, dt, False, dev, vec, seg, bps, unr)))
+            if only is not None:
+                cands = [(n, p) for n, p in cands if only.search(n)]
             line = []
             for name, plan in cands:
                 try:
@@ -84,6 +94,12 @@ def main():
                 if not err < (2e-2 if dt != "float32" else 1e-5):
                     print(f"WRONG {name} err={err}", flush=True)
                 us = timeit(f)
+                if plan.pre_kernel:  # the first of the two launches alone
+                    ws = cp.zeros(plan.ws_elems, plan.ws_dtype)
+                    tx, lps = np.int32(plan.extra[0]), plan.extra[1]
+                    pre_us = timeit(lambda: ln.pre_fn(plan.pre_grid, plan.block,
+                                                      (x, ws, O, L, I, L * I, I, lps, tx)))
+                    name = f"{name} (pre {pre_us:.1f})"
                 line.append((us, name))
                 res.append(dict(shape=[O, L, I], dtype=dt, cand=name, us=us, contig_us=t_contig))
             line.sort()
