@@ -597,6 +597,8 @@ def _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec, segment=COLS_S
     C = CTYPE[cdt]
     # the partial kernel keeps two groups of packs in flight: at 64 registers
     # 16-byte packs fit 4 deep for float, 2 deep for 16-bit or double
+    if cdt == "float64":  # double arithmetic: at most 4 rows in flight (8 spill)
+        unroll = min(unroll, 4)
     pre_unroll = unroll if v == 1 else min(unroll, 4 if (isz == 4 and cdt == "float32") else 2)
     pre = f"softmax_cols_split_partial<{T}, {C}, {v}, {th}, {pre_unroll}>"
     k = f"softmax_cols_split_finish<{T}, {U}, {LG}, {v}, {th}, {unroll}>"
