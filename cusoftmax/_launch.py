@@ -344,14 +344,12 @@ class Launch:
                 self.fn(self.grid, self.block, (xptr, yptr, O, L, I, sxo, sxl, syo, syl,
                                                 numpy.int32(self.extra[0])), shared_mem=self.smem)
                 return
-            import cupy
-
             tx, lps, tiles = numpy.int32(self.extra[0]), self.extra[1], self.extra[2]
-            ws = cupy.empty(self.ws_elems, self.ws_dtype)
+            ws = _cupy.empty(self.ws_elems, self.ws_dtype)
             # the per-tile counters at the end of the workspace start at zero
             tail = -(-4 * tiles // ws.itemsize) * ws.itemsize
-            cupy.cuda.runtime.memsetAsync(ws.data.ptr + ws.nbytes - tail, 0, tail,
-                                          cupy.cuda.get_current_stream().ptr)
+            _cupy.cuda.runtime.memsetAsync(ws.data.ptr + ws.nbytes - tail, 0, tail,
+                                           _current_stream().ptr)
             self.pre_fn(self.pre_grid, self.block, (xptr, ws, O, L, I, sxo, sxl, lps, tx))
             self.fn(self.grid, self.block, (xptr, yptr, ws, O, L, I, sxo, sxl, syo, syl, lps, tx))
         except _CUDA_ERRORS as e:

@@ -612,6 +612,25 @@ softmax_cols(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
 // be multiples of VEC elements.
 // ---------------------------------------------------------------------------
 #define COLS_W_MAX 64
+// Fold the (max, sum) of a thread's VEC columns over the lanes of its warp
+// with the same tx (xor over the lane bits above TX); lanes < TX then park
+// the warp's column totals in red[warp * WMAX + lane * VEC + e]. The caller
+// merges over the warps after a barrier.
+template <typename C, int VEC, int WMAX>
+CSM_DEVICE void cols_warp_fold(MD<C>* md, int TX, MD<C>* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    for (int off = TX; off < 32; off <<= 1) {
+      MD<C> other;
+      other.m = shfl_xor(md[e].m, off);
+      other.d = shfl_xor(md[e].d, off);
+      md[e] = md_merge(md[e], other);
+    }
+    if (lane < TX) red[warp * WMAX + lane * VEC + e] = md[e];
+  }
+}
+
 template <typename T, typename U, bool LOG, int VEC, int THREADS, int STAGES, int CLUSTER>
 __global__ void CSM_CLUSTER_DIMS(CLUSTER) __launch_bounds__(THREADS, 1)
 softmax_cols_staged(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
@@ -626,7 +645,6 @@ softmax_cols_staged(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i6
   __shared__ MD<C> red[WARPS * COLS_W_MAX];
   __shared__ MD<C> cpart[2][COLS_W_MAX];  // this block's partials, for the cluster
   const int tx = threadIdx.x % TX, ly = threadIdx.x / TX, NY = THREADS / TX;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   unsigned rank = 0;
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
   if (CLUSTER > 1) rank = cluster_ctarank();
@@ -693,17 +711,7 @@ softmax_cols_staged(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i6
         }
       }
     }
-    // lanes of a warp with equal tx: xor over the lane bits above TX
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      for (int off = TX; off < 32; off <<= 1) {
-        MD<C> other;
-        other.m = shfl_xor(md[e].m, off);
-        other.d = shfl_xor(md[e].d, off);
-        md[e] = md_merge(md[e], other);
-      }
-      if (lane < TX) red[warp * COLS_W_MAX + lane * VEC + e] = md[e];
-    }
+    cols_warp_fold<C, VEC, COLS_W_MAX>(md, TX, red);
     __syncthreads();
     C s[VEC];
 #pragma unroll
@@ -780,18 +788,8 @@ softmax_cols_staged(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i6
 template <typename C, int VEC, int THREADS>
 CSM_DEVICE MD<C> cols_block_reduce(MD<C>* md, int tx, int TX, MD<C>* red) {
   constexpr int WARPS = THREADS / 32;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   __syncthreads();  // red may still be read by an earlier reduction
-#pragma unroll
-  for (int e = 0; e < VEC; ++e) {
-    for (int off = TX; off < 32; off <<= 1) {
-      MD<C> other;
-      other.m = shfl_xor(md[e].m, off);
-      other.d = shfl_xor(md[e].d, off);
-      md[e] = md_merge(md[e], other);
-    }
-    if (lane < TX) red[warp * COLS_SPLIT_W_MAX + lane * VEC + e] = md[e];
-  }
+  cols_warp_fold<C, VEC, COLS_SPLIT_W_MAX>(md, TX, red);
   __syncthreads();
   MD<C> r = md_identity<C>();
   if ((int)threadIdx.x < TX * VEC) {
@@ -882,10 +880,7 @@ softmax_cols_split_partial(const T* __restrict__ x, C* ws, i64 O, i64 L, i64 I,
   if (threadIdx.x == 0) {
     __threadfence();
     last = atomicAdd(cnt + t, 1u) == (unsigned)(splits - 1);
-    if (last) {
-      __threadfence();
-      cnt[t] = 0;  // (the launcher zeroes the counters anyway)
-    }
+    if (last) __threadfence();
   }
   __syncthreads();
   if (!last) return;

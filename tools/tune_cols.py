@@ -97,8 +97,12 @@ def main():
                 if plan.pre_kernel:  # the first of the two launches alone
                     ws = cp.zeros(plan.ws_elems, plan.ws_dtype)
                     tx, lps = np.int32(plan.extra[0]), plan.extra[1]
-                    pre_us = timeit(lambda: ln.pre_fn(plan.pre_grid, plan.block,
-                                                      (x, ws, O, L, I, L * I, I, lps, tx)))
+                    cnt = ws[-(-4 * plan.extra[2] // ws.itemsize):]  # the per-tile counters
+
+                    def pre():  # as the launcher: counters zeroed, then the partial kernel
+                        cnt.fill(0)
+                        ln.pre_fn(plan.pre_grid, plan.block, (x, ws, O, L, I, L * I, I, lps, tx))
+                    pre_us = timeit(pre)
                     name = f"{name} (pre {pre_us:.1f})"
                 line.append((us, name))
                 res.append(dict(shape=[O, L, I], dtype=dt, cand=name, us=us, contig_us=t_contig))
