@@ -66,6 +66,25 @@ SPLIT_ROWS_DIV = 16
 PACKS_PER_LANE = 2
 WARP_NP_MAX_16 = 2
 WARP_NP_MAX_MIXED = 6
+#: 32-bit rows (4-element packs): below WARP_ONE_PACK_MAX_ROWS rows a lane
+#: holds one pack (twice the lanes a row); below WARP_LONG_MIN_ROWS rows,
+#: rows longer than WARP_NP_FEW packs a lane leave the warp regime for the
+#: block kernel, and so do log-softmax rows longer than WARP_NP_LOG packs a
+#: lane below WARP_LONG_MIN_ROWS_LOG rows. Measured on H100 (tools/tune.py
+#: [--log] --dtypes float32; kernels/tune_rows_f32*.txt), float32:
+#: 128 columns, 1 / 64 / 4096 / 32768 rows: 32 lanes x 1 pack 4.3 / 4.6 / 6.2
+#: / 16.8 us vs 16 x 2 4.8 / 5.0 / 6.6 / 17.0 (equal at 262144 rows);
+#: 1024 columns, log-softmax, 1 / 64 / 512 / 2048 / 4096 rows: block 4.8-5.2 /
+#: 5.0 / 6.5 / 10.0 / 16.8 us vs warp 6.3 / 7.1 / 8.1 / 11.2 / 18.5 (equal at
+#: 32768); softmax 1 / 64 / 512 / 2048 rows: block 5.1 / 5.4 / 6.6 / 10.5 us vs
+#: warp 5.6 / 6.2 / 7.2 / 11.0, warp ahead from 4096 rows (16.7 vs 17.0);
+#: 512 columns, 1 / 64 rows: block 4.5 / 4.9 us vs warp 4.9 / 5.3, equal at
+#: 512 rows, warp ahead at 4096 (log-softmax too: 10.0 vs 11.2 us).
+WARP_ONE_PACK_MAX_ROWS = 65536
+WARP_LONG_MIN_ROWS = 4096
+WARP_LONG_MIN_ROWS_LOG = 16384
+WARP_NP_FEW = 2
+WARP_NP_LOG = 4
 #: Block regime, log-softmax: packs a thread holds at most.
 LOG_BLOCK_NP_MAX = 6
 #: Block regime always up to this many packs (4096 fp32 / 16384 16-bit
@@ -293,7 +312,9 @@ def _warp_np_max(in_dtype: str, out_dtype: str, pack: int, np_max: int) -> int:
 
 def row_thresholds(in_dtype: str, out_dtype: str, dev: DeviceInfo, aligned: bool = True) -> dict:
     """Longest row (elements) each on-chip regime of ``plan_rows`` takes, for
-    tests and docs: ``warp``; ``block`` (a block's registers; few rows, and
+    tests and docs: ``warp`` (from WARP_LONG_MIN_ROWS rows on, or
+    WARP_LONG_MIN_ROWS_LOG for log-softmax; ``warp_few`` below
+    WARP_LONG_MIN_ROWS, for 32-bit rows); ``block`` (a block's registers; few rows, and
     many rows of 32/64-bit data between the smem ranges); ``smem`` (many
     rows: shared memory of one block, or of a cluster of up to 8 on sm_90);
     ``cluster`` (sm_90, many rows of 32/64-bit data: registers of a cluster);
@@ -313,6 +334,8 @@ def row_thresholds(in_dtype: str, out_dtype: str, dev: DeviceInfo, aligned: bool
         "warp": 32 * _warp_np_max(in_dtype, out_dtype, pack, np_max) * pack,
         "block": MAX_BLOCK_THREADS * np_max * pack,
     }
+    if pack == 4:  # fewer rows than WARP_LONG_MIN_ROWS(_LOG): shorter warp rows
+        out["warp_few"] = 32 * min(WARP_NP_FEW, _warp_np_max(in_dtype, out_dtype, pack, np_max)) * pack
     if pack > 1 and numpy.dtype(_np_name(in_dtype)).itemsize * pack == VECTOR_BYTES:
         out["smem"] = (MAX_CLUSTER if dev.has_clusters else 1) * dev.smem_rows_max_packs * pack
     if dev.has_clusters and not narrow:
@@ -357,8 +380,13 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
 
     # warp: LANES lanes per row, about PACKS_PER_LANE packs each
     warp_max = 32 * _warp_np_max(in_dtype, out_dtype, pack, np_max)
+    if pack == 4 and rows < WARP_LONG_MIN_ROWS:
+        warp_max = min(warp_max, 32 * WARP_NP_FEW)
+    elif pack == 4 and log and rows < WARP_LONG_MIN_ROWS_LOG:
+        warp_max = min(warp_max, 32 * WARP_NP_LOG)
     if packs <= warp_max:
-        lanes = min(32, _next_pow2(_cdiv(packs, 1 if narrow else PACKS_PER_LANE)))
+        one = narrow or (pack == 4 and rows < WARP_ONE_PACK_MAX_ROWS)
+        lanes = min(32, _next_pow2(_cdiv(packs, 1 if one else PACKS_PER_LANE)))
         np_ = _ladder(_cdiv(packs, lanes), None if pack > 1 else NP_LADDER_COARSE)
         rows_per_block = WARP_KERNEL_THREADS // 32 * (32 // lanes)
         grid = min(_cdiv(rows, rows_per_block), sms * MAX_BLOCKS_PER_SM)
@@ -421,6 +449,13 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
             and numpy.dtype(_np_name(in_dtype)).itemsize * pack == VECTOR_BYTES)
     smax = dev.smem_rows_max_packs
     if many and pack > 1 and packs <= smax:
+        return smem_plan(1)
+    # log-softmax cannot take the full-register block (it spills there): rows
+    # of at least BLOCK_FULL_PACKS packs, neither few nor many, stage in
+    # shared memory instead. H100, float32 512 x 16384: smem 30.4-31.5 us vs
+    # block 35.3 (tools/tune.py --log).
+    if (log and not narrow and not few and packs >= BLOCK_FULL_PACKS and packs <= smax
+            and numpy.dtype(_np_name(in_dtype)).itemsize * pack == VECTOR_BYTES):
         return smem_plan(1)
     if packs <= block_cap:  # (16-bit rows with many of them took smem above)
         return block_plan()
@@ -662,7 +697,8 @@ _PROBE_PACKS = (BLOCK_FIRST_PACKS, BLOCK_FIRST_PACKS_16, BLOCK_SMALL_PACKS_16, S
 def _probe_rows(dev: DeviceInfo) -> tuple:
     """Row counts around every row-count threshold, for the enumerations."""
     return (1, 2, 8, 14, 15, 28, 29, 33, 65, 67, dev.sm_count - 1, dev.sm_count,
-            SMEM_MIN_ROWS_PER_SM * dev.sm_count - 1, 10 ** 6)
+            SMEM_MIN_ROWS_PER_SM * dev.sm_count - 1, WARP_LONG_MIN_ROWS, WARP_LONG_MIN_ROWS_LOG,
+            10 ** 6)
 
 
 def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:

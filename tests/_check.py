@@ -405,6 +405,9 @@ def row_counts(dev: DeviceInfo, max_rows=None, L=None, in_dtype="float32", out_d
         rpb = wpb * (32 // lanes)
         vals.update((rpb, cap * rpb))
     vals.add(_dispatch.FEW_ROWS_PER_SM * dev.sm_count)
+    # 32-bit rows: where the warp regime's reach changes with the row count
+    vals.update((_dispatch.WARP_LONG_MIN_ROWS, _dispatch.WARP_LONG_MIN_ROWS_LOG,
+                 _dispatch.WARP_ONE_PACK_MAX_ROWS))
     vals.add(cap)
     vals.add(max(1, cap // _dispatch.MAX_CLUSTER))
     if L is not None:

@@ -552,9 +552,19 @@ def test_row_thresholds_warp_limit_matches_plan(dev, tin, tout):
     """row_thresholds()["warp"] is documented as the longest row of the warp
     regime: it must agree with plan_rows (many rows, aligned)."""
     thr = _dispatch.row_thresholds(tin, tout, dev)
-    many = 10 * thr["few_rows"]
+    many = max(10 * thr["few_rows"], _dispatch.WARP_LONG_MIN_ROWS_LOG)
     assert _regime(dev, tin, tout, many, thr["warp"]) == "warp"
     assert _regime(dev, tin, tout, many, thr["warp"] + 1) != "warp"
+    if "warp_few" in thr:  # 32-bit rows, fewer of them: the block kernel sooner
+        for R in (1, 10 * thr["few_rows"], _dispatch.WARP_LONG_MIN_ROWS - 1):
+            assert _regime(dev, tin, tout, R, thr["warp_few"]) == "warp"
+            assert _regime(dev, tin, tout, R, thr["warp_few"] + 1) != "warp"
+            p = _dispatch.plan_rows(R, thr["warp"], tin, tout, True, dev)
+            assert p.regime != "warp"
+        p = _dispatch.plan_rows(_dispatch.WARP_LONG_MIN_ROWS, thr["warp"], tin, tout, False, dev)
+        assert p.regime == "warp"
+        p = _dispatch.plan_rows(_dispatch.WARP_LONG_MIN_ROWS, thr["warp"], tin, tout, True, dev)
+        assert p.regime != "warp"
 
 
 @pytest.mark.parametrize("dev", DEVS, ids=["H100", "A100"])

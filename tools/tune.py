@@ -25,10 +25,11 @@ def timeit(fn, reps=30):
     return float(np.median([cp.cuda.get_elapsed_time(a, b) for a, b in ev])) * 1e3  # us
 
 
-def candidates(R, L, dt, dev):
+def candidates(R, L, dt, dev, log=False):
     T = D.CTYPE[dt]; pack = D.pack_width(dt, dt); npm = D.reg_elems(dt, dt) // pack
+    LG = "true" if log else "false"
     packs = -(-L // pack); sms = dev.sm_count
-    out = [("dispatch", D.plan_rows(R, L, dt, dt, False, dev))]
+    out = [("dispatch", D.plan_rows(R, L, dt, dt, log, dev))]
     src = "softmax.cu"
     if packs <= 32 * npm:
         for lanes in (4, 8, 16, 32):
@@ -37,14 +38,14 @@ def candidates(R, L, dt, dev):
             np_ = D._ladder(np_)
             rpb = 4 * (32 // lanes)
             for bpsm in (16, 32):
-                out.append((f"warp l{lanes} np{np_} g{bpsm}", D.LaunchPlan("warp", src, f"softmax_warp<{T}, {T}, false, {pack}, {np_}, {lanes}>",
+                out.append((f"warp l{lanes} np{np_} g{bpsm}", D.LaunchPlan("warp", src, f"softmax_warp<{T}, {T}, {LG}, {pack}, {np_}, {lanes}>",
                             (min(-(-R // rpb), sms * bpsm),), (128,), pack)))
     if 32 * npm // 4 < packs <= 1024 * npm:
         for th in (128, 256, 512, 1024):
             np_ = -(-packs // th)
             if np_ > npm or np_ < 1: continue
             np_ = D._ladder(np_)
-            out.append((f"block t{th} np{np_}", D.LaunchPlan("block", src, f"softmax_block<{T}, {T}, false, {pack}, {np_}, {th}>",
+            out.append((f"block t{th} np{np_}", D.LaunchPlan("block", src, f"softmax_block<{T}, {T}, {LG}, {pack}, {np_}, {th}>",
                         (min(R, sms * 32),), (th,), pack)))
     if packs > 1024 and packs <= 8 * 1024 * npm:
         for th in (256, 512, 1024):
@@ -52,7 +53,7 @@ def candidates(R, L, dt, dev):
                 np_ = -(-packs // (th * cl))
                 if np_ > npm or np_ < 2: continue
                 np_ = D._ladder(np_)
-                out.append((f"cluster t{th} c{cl} np{np_}", D.LaunchPlan("cluster", src, f"softmax_cluster<{T}, {T}, false, {pack}, {np_}, {th}, {cl}>",
+                out.append((f"cluster t{th} c{cl} np{np_}", D.LaunchPlan("cluster", src, f"softmax_cluster<{T}, {T}, {LG}, {pack}, {np_}, {th}, {cl}>",
                             (min(R, sms * 32 // cl) * cl,), (th,), pack)))
     if R < 4 * sms and packs >= 1024:
         C = "double" if dt == "float64" else "float"
@@ -61,7 +62,7 @@ def candidates(R, L, dt, dev):
             pps = -(-packs // splits); splits = -(-packs // pps)
             for th in (256, 512):
                 out.append((f"split bps{bps} s{splits} t{th}", D.LaunchPlan("split", src,
-                    f"softmax_split_finish<{T}, {T}, false, {pack}, 4, {th}>", (splits, R), (th,), pack,
+                    f"softmax_split_finish<{T}, {T}, {LG}, {pack}, 4, {th}>", (splits, R), (th,), pack,
                     pre_kernel=f"softmax_split_partial<{T}, {C}, {pack}, 4, {th}>", pre_grid=(splits, R),
                     ws_elems=2 * R * splits, ws_dtype="float64" if C == "double" else "float32", extra=(pps,))))
     if packs > 1024:
@@ -73,10 +74,10 @@ def candidates(R, L, dt, dev):
                 for stg in (2, 3, 4):
                     if stg * cpk * 16 > 224 * 1024: continue
                     ncl = min(R, sms // cl)
-                    out.append((f"smem t{th} c{cl} s{stg}", D.LaunchPlan("smem", src, f"softmax_smem<{T}, {T}, false, {pack}, {th}, {cl}, {stg}>",
+                    out.append((f"smem t{th} c{cl} s{stg}", D.LaunchPlan("smem", src, f"softmax_smem<{T}, {T}, {LG}, {pack}, {th}, {cl}, {stg}>",
                                 (ncl * cl,), (th,), pack, extra=(cpk,), smem=stg * cpk * 16, cluster=cl)))
         for th, un in ((256, 4), (512, 4), (1024, 2), (512, 8)):
-            out.append((f"stream t{th} u{un}", D.LaunchPlan("stream", src, f"softmax_stream<{T}, {T}, false, ALGO_ONLINE, {pack}, {un}, {th}>",
+            out.append((f"stream t{th} u{un}", D.LaunchPlan("stream", src, f"softmax_stream<{T}, {T}, {LG}, ALGO_ONLINE, {pack}, {un}, {th}>",
                         (min(R, sms * 32),), (th,), pack)))
     return out
 
@@ -86,6 +87,7 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--large", action="store_true", help="only shapes with long rows")
+    ap.add_argument("--log", action="store_true", help="log_softmax kernels instead of softmax")
     ap.add_argument("--shapes", default=None, help="RxL,RxL,... (overrides the shape list)")
     a = ap.parse_args()
     dev = device_info(0)
@@ -116,7 +118,7 @@ def main():
             nbytes = 2 * x.nbytes
             best = None
             line = []
-            for name, plan in candidates(R, L, dt, dev):
+            for name, plan in candidates(R, L, dt, dev, a.log):
                 try:
                     ln = Launch(plan, 0)
                 except Exception as e:
@@ -129,12 +131,12 @@ def main():
                     print("launch fail", name, str(e)[:200], flush=True); continue
                 from cusoftmax import reference as ref
                 idx = [0, R - 1]
-                errv = max(float(np.nanmax(np.abs(ref.to_float64(y[i]) - ref.softmax(x[i])))) for i in idx)
-                if not errv < (2e-2 if dt != "float32" else 1e-5):
+                errv = max(float(np.nanmax(np.abs(ref.to_float64(y[i]) - (ref.log_softmax if a.log else ref.softmax)(x[i])))) for i in idx)
+                if not errv < (2e-2 if dt != "float32" else 1e-5) * (8 if a.log else 1):
                     print(f"WRONG {name} err={errv}", flush=True)
                 us = timeit(f)
                 tbs = nbytes / us / 1e6
-                res.append(dict(shape=[R, L], dtype=dt, cand=name, kernel=plan.kernel, us=us, tbs=tbs))
+                res.append(dict(shape=[R, L], dtype=dt, log=a.log, cand=name, kernel=plan.kernel, us=us, tbs=tbs))
                 line.append((us, name, tbs))
             line.sort()
             disp = [l for l in line if l[1] == "dispatch"][0]
