@@ -181,6 +181,7 @@ def bwd_row_counts(dev, L, ty="float32", td="float32"):
             vals.add(R)
         prev = k
     vals.add(_dispatch.FEW_ROWS_PER_SM * dev.sm_count)
+    vals.add(_dispatch.BWD_WARP_LONG_MIN_ROWS)
     return sorted({w for v in vals for w in (v - 1, v, v + 1) if w >= 1})
 
 
@@ -248,6 +249,13 @@ def test_regimes_at_thresholds(dev, ty, td):
             expect(thr["warp"], "warp")
             expect(thr["warp"] + 1, "block")
             expect(thr["block"], "block")
+            if "warp_many" in thr:  # softmax, many rows: the warp regime reaches further
+                many = _dispatch.BWD_WARP_LONG_MIN_ROWS
+                assert regime(many, thr["warp_many"]) == "warp"
+                assert regime(many, thr["warp_many"] + 1) != "warp"
+                assert regime(many - 1, thr["warp"] + 1) == "block"
+                assert _dispatch.plan_backward_rows(many, thr["warp_many"], ty, td, to, True, dev,
+                                                    aligned, False).regime == "block"
             long_ = "split" if R < few else "stream"
             if dev.has_clusters:
                 expect(thr["block"] + 1, "cluster")

@@ -87,6 +87,22 @@ def bwd_candidates(R, L, dt, dev, log):
         out.append(("old-code", D.LaunchPlan(prev.regime, "_old_softmax_backward.cu", prev.kernel, prev.grid,
                                              prev.block, prev.pack, prev.pre_kernel, prev.pre_grid, prev.ws_elems,
                                              prev.ws_dtype, prev.extra, prev.smem, prev.cluster)))
+    # rows a warp or one block holds in registers: warp (32 lanes) vs block sizes
+    npm = D.bwd_reg_elems(dt, dt, dt) // pack
+    if packs <= 32 * npm:
+        np_ = D._ladder(-(-packs // 32))
+        out.append((f"warp l32 np{np_}", D.LaunchPlan(
+            "warp", D.BWD_SOURCE, f"softmax_backward_warp<{head}, {np_}, 32>",
+            (min(-(-R // 4), sms * D.MAX_BLOCKS_PER_SM),), (D.WARP_KERNEL_THREADS,), pack)))
+    if packs <= D.MAX_BLOCK_THREADS * npm:
+        for th in (128, 256, 512, 1024):
+            np_ = -(-packs // th)
+            if np_ > npm or (th > 128 and -(-packs // (th // 2)) <= 1):
+                continue
+            np_ = D._ladder(np_)
+            out.append((f"block t{th} np{np_}", D.LaunchPlan(
+                "block", D.BWD_SOURCE, f"softmax_backward_block<{head}, {np_}, {th}>",
+                (min(R, sms * D.MAX_BLOCKS_PER_SM),), (th,), pack)))
     out.append(("stream", D.LaunchPlan("stream", D.BWD_SOURCE,
                                        f"softmax_backward_stream<{head}, {D.STREAM_UNROLL}, {D.STREAM_THREADS}>",
                                        (min(R, sms * D.MAX_BLOCKS_PER_SM),), (D.STREAM_THREADS,), pack)))
