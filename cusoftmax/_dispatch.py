@@ -777,15 +777,15 @@ BWD_REG_ELEMS = {c: n // 2 for c, n in REG_ELEMS.items()}
 #: bf16 2.25 vs 2.12 / 2.10 TB/s.
 BWD_PACKS_PER_THREAD = 1
 #: Warp regime of the backward, 32-bit and 16-bit rows (>= 4-element packs):
-#: a lane holds at most BWD_WARP_NP_FEW packs of y and of dy for log-softmax,
-#: and for softmax below BWD_WARP_LONG_MIN_ROWS rows; longer rows take the
-#: block kernel (one pack a thread). H100, tools/tune_sync_bwd.py --what bwd
-#: (kernels/tune_bwd_rows.txt), 512 columns, 1 / 8 / 64 / 512 / 4096 / 32768
-#: rows: log-softmax float32 block 5.18 / 5.15 / 5.57 / 6.42 / 14.53 / 74.06
-#: us vs warp (4 packs a lane) 6.77 / 7.20 / 6.99 / 8.38 / 14.50 / 76.13,
-#: bfloat16 5.49 / 5.41 / 5.36 / 6.27 / 10.06 vs 5.89 / 5.92 / 6.53 / 6.90 /
-#: 10.26 (2 packs a lane); softmax float32 512 rows 6.24 vs 7.17 us, warp
-#: ahead from 4096 rows (13.58 us).
+#: below BWD_WARP_LONG_MIN_ROWS rows (float32 log-softmax: at any row count)
+#: a lane holds at most BWD_WARP_NP_FEW packs of y and of dy; longer rows
+#: take the block kernel (one pack a thread). H100, tools/tune_sync_bwd.py
+#: --what bwd (kernels/tune_bwd_rows*.txt), 512 columns, 1 / 8 / 64 / 512 /
+#: 4096 / 32768 rows: log-softmax float32 block 5.18 / 5.15 / 5.57 / 6.42 /
+#: 14.53 / 74.06 us vs warp (4 packs a lane) 6.77 / 7.20 / 6.99 / 8.38 /
+#: 14.50 / 76.13; bfloat16 5.49 / 5.41 / 5.36 / 6.27 / 10.06 vs 5.89 / 5.92 /
+#: 6.53 / 6.90 / 10.26 (2 packs a lane), but 48.9 vs 43.7 at 32768 rows;
+#: softmax float32 512 rows 6.24 vs 7.17 us, warp ahead from 4096 rows.
 BWD_WARP_NP_FEW = 1
 BWD_WARP_LONG_MIN_ROWS = 4096
 #: Largest block of the backward cols kernel: y and dy held for CAP
@@ -839,8 +839,8 @@ def backward_row_thresholds(y_dtype: str, dy_dtype: str, out_dtype: str, dev: De
                             aligned: bool = True, log: bool = False) -> dict:
     """Largest row length (elements) of each on-chip backward regime, and the
     row count below which long rows are split (for tests/docs). ``warp``
-    holds for log-softmax and for softmax below BWD_WARP_LONG_MIN_ROWS rows;
-    ``warp_many`` (where it differs) for softmax from there on. Where the
+    holds below BWD_WARP_LONG_MIN_ROWS rows (and for float32 log-softmax at
+    any row count); ``warp_many`` (where it differs) from there on. Where the
     staged kernel applies, ``smem`` is its (shortest, longest) row and
     ``smem_rows`` the fewest rows it takes; between them it replaces the
     register regimes."""
@@ -851,7 +851,7 @@ def backward_row_thresholds(y_dtype: str, dy_dtype: str, out_dtype: str, dev: De
         "warp": 32 * warp_np * pack,  # log-softmax; softmax below BWD_WARP_LONG_MIN_ROWS rows
         "block": MAX_BLOCK_THREADS * np_max * pack,
     }
-    if warp_np < np_max and not log:  # softmax from BWD_WARP_LONG_MIN_ROWS rows on
+    if warp_np < np_max and not (log and pack == 4):  # from BWD_WARP_LONG_MIN_ROWS rows on
         out["warp_many"] = 32 * np_max * pack
     if dev.has_clusters:
         out["cluster"] = MAX_CLUSTER * MAX_BLOCK_THREADS * np_max * pack
@@ -886,7 +886,7 @@ def plan_backward_rows(rows: int, L: int, y_dtype: str, dy_dtype: str, out_dtype
 
     # warp: LANES lanes per row, NP packs of y and dy per lane
     warp_np = np_max
-    if pack >= 4 and (log or rows < BWD_WARP_LONG_MIN_ROWS):
+    if pack >= 4 and (rows < BWD_WARP_LONG_MIN_ROWS or (log and pack == 4)):
         warp_np = min(np_max, BWD_WARP_NP_FEW)
     if packs <= 32 * warp_np:
         lanes = min(32, _next_pow2(packs))

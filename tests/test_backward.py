@@ -254,8 +254,10 @@ def test_regimes_at_thresholds(dev, ty, td):
                 assert regime(many, thr["warp_many"]) == "warp"
                 assert regime(many, thr["warp_many"] + 1) != "warp"
                 assert regime(many - 1, thr["warp"] + 1) == "block"
+                # float32 log-softmax (4-element packs) leaves the warp regime at any row count
+                f32_log = _dispatch.bwd_pack_width(ty, td, to) == 4
                 assert _dispatch.plan_backward_rows(many, thr["warp_many"], ty, td, to, True, dev,
-                                                    aligned, False).regime == "block"
+                                                    aligned, False).regime == ("block" if f32_log else "warp")
             long_ = "split" if R < few else "stream"
             if dev.has_clusters:
                 expect(thr["block"] + 1, "cluster")
