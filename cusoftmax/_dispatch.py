@@ -60,6 +60,15 @@ CLUSTER_THREADS = 512
 FEW_ROWS_PER_SM = 1
 #: Rows below SMs / SPLIT_ROWS_DIV that exceed one block are always split.
 SPLIT_ROWS_DIV = 16
+#: Few 32-bit rows (below FEW_ROWS_PER_SM x SMs) too long for a block and too
+#: many for every row's cluster to fit at once: from this many rows on, a
+#: cluster per row in several waves instead of the split. H100 (tools/tune.py,
+#: kernels/tune_few_rows*.txt), float32 softmax, split vs cluster: 64 x 128256
+#: 50.4 vs 45.0-45.8 us, 64 x 262144 92.5 vs 84.8, 96 x 65536 34.4 vs 31.9,
+#: 96 x 262144 124.3 vs 120.5, 128 x 65536 51.3 vs 36.3, 128 x 262144 174.7
+#: vs 155.0; at 48 rows no gain (48 x 128256 34.0 vs 33.6, 48 x 262144 65.7 vs
+#: 67.5). 16-bit rows keep the split (64 x 128256 bfloat16: 29.0 vs 31.6).
+FEW_CLUSTER_WAVES_MIN_ROWS = 64
 #: Warp regime: target packs per lane (two 16-byte loads in flight) for
 #: 32/64-bit storage; 16-bit rows take one pack a lane and leave the warp
 #: regime beyond WARP_NP_MAX_16 packs a lane.
@@ -322,7 +331,9 @@ def row_thresholds(in_dtype: str, out_dtype: str, dev: DeviceInfo, aligned: bool
     of these lengths is the longest row any many-rows regime keeps on chip.
     ``rowsync`` is the longest single row the one-launch few-rows kernel
     holds (spread over every SM), which it takes for up to ``rowsync_rows``
-    rows (R rows get 1/R of the SMs each).
+    rows (R rows get 1/R of the SMs each). ``cluster_waves`` (32-bit rows,
+    sm_90) is the longest row few rows take as a cluster per row in several
+    waves, from ``cluster_waves_rows`` rows on.
 
     With ``aligned=False`` a row may start mid-vector, costing up to
     ``pack - 1`` elements of capacity.
@@ -341,6 +352,10 @@ def row_thresholds(in_dtype: str, out_dtype: str, dev: DeviceInfo, aligned: bool
     if dev.has_clusters and not narrow:
         out["cluster"] = MAX_CLUSTER * CLUSTER_THREADS * np_max * pack
     out["few_rows"] = FEW_ROWS_PER_SM * dev.sm_count
+    if pack == 4 and dev.has_clusters:
+        # few rows from cluster_waves_rows on: a cluster per row, several waves
+        out["cluster_waves"] = MAX_CLUSTER * MAX_BLOCK_THREADS * np_max * pack
+        out["cluster_waves_rows"] = FEW_CLUSTER_WAVES_MIN_ROWS
     if pack > 1:
         # rowsync (few rows, one launch): one row over every SM's registers
         out["rowsync"] = dev.sm_count * MAX_BLOCK_THREADS * np_max * pack
@@ -349,7 +364,7 @@ def row_thresholds(in_dtype: str, out_dtype: str, dev: DeviceInfo, aligned: bool
 
 
 #: Keys of row_thresholds() that are not the longest row of a many-rows regime.
-ROW_THRESHOLD_EXTRAS = ("few_rows", "rowsync", "rowsync_rows")
+ROW_THRESHOLD_EXTRAS = ("few_rows", "rowsync", "rowsync_rows", "cluster_waves", "cluster_waves_rows")
 
 
 def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: DeviceInfo,
@@ -476,6 +491,15 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
                 np_ = _ladder(_cdiv(packs, cl * threads), NP_LADDER_COARSE, np_max)
                 k = f"softmax_cluster<{T}, {U}, {LG}, {pack}, {np_}, {threads}, {cl}>"
                 return LaunchPlan("cluster", src, k, (rows * cl,), (threads,), pack)
+            # 32-bit rows, too many to fit at once: the smallest cluster whose
+            # registers hold a row, in several waves (one read of x beats the
+            # split's two from FEW_CLUSTER_WAVES_MIN_ROWS rows on)
+            if pack == 4 and rows >= FEW_CLUSTER_WAVES_MIN_ROWS:
+                cl = next((c for c in (2, 4, 8) if packs <= c * MAX_BLOCK_THREADS * np_max), None)
+                if cl is not None:
+                    np_ = _ladder(_cdiv(packs, cl * MAX_BLOCK_THREADS), NP_LADDER_COARSE, np_max)
+                    k = f"softmax_cluster<{T}, {U}, {LG}, {pack}, {np_}, {MAX_BLOCK_THREADS}, {cl}>"
+                    return LaunchPlan("cluster", src, k, (rows * cl,), (MAX_BLOCK_THREADS,), pack)
         return _plan_split(rows, packs, pack, T, U, LG, in_dtype, out_dtype, sms)
 
     # many long rows: a row over the registers of a cluster of blocks (16-bit

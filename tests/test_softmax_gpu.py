@@ -405,12 +405,37 @@ def test_few_rows_boundary_long_rows(delta, log):
     split below, stream at and above."""
     dev = real_device_info()
     thr = _dispatch.row_thresholds("float32", "float32", dev)
-    L = max(v for k, v in thr.items() if k not in _dispatch.ROW_THRESHOLD_EXTRAS) + 1
+    L = max(max(v for k, v in thr.items() if k not in _dispatch.ROW_THRESHOLD_EXTRAS),
+            thr.get("cluster_waves", 0)) + 1
     R = thr["few_rows"] + delta
     rng = np.random.default_rng(delta + 10)
     base = (rng.standard_normal((R, L)) * 5).astype(np.float32)
     _, regime = run_case(base, [], -1, log, None, "fresh" if delta == 0 else None)
     assert regime == ("split" if delta < 0 else "stream")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("log", [False, True])
+def test_few_rows_cluster_waves(log):
+    """Few float32 rows too long for a block, too many for every row's
+    cluster at once (FEW_CLUSTER_WAVES_MIN_ROWS .. few rows - 1): a cluster
+    per row in several waves, checked against the reference (special values
+    included); one row fewer splits."""
+    dev = real_device_info()
+    thr = _dispatch.row_thresholds("float32", "float32", dev)
+    if "cluster_waves" not in thr:
+        pytest.skip("no thread-block clusters on this device")
+    longest = max(v for k, v in thr.items() if k not in _dispatch.ROW_THRESHOLD_EXTRAS)
+    cwr = thr["cluster_waves_rows"]
+    for R, L, want in ((cwr, thr["cluster_waves"], "cluster"), (thr["few_rows"] - 1, longest + 1, "cluster"),
+                       (cwr - 1, longest + 1, "split")):
+        rng = np.random.default_rng(R + L)
+        base = (rng.standard_normal((R, L)) * 5).astype(np.float32)
+        base[1, 7] = -np.inf
+        base[2, :] = -np.inf
+        base[3, L // 2] = np.nan
+        _, regime = run_case(base, [], -1, log, None, None)
+        assert regime == want, (R, L, regime)
 
 
 @pytest.mark.gpu
@@ -578,7 +603,17 @@ def test_row_thresholds_longest_on_chip_row(dev, tin, tout):
     many = 10 * thr["few_rows"]
     assert _regime(dev, tin, tout, many, longest) in ON_CHIP
     assert _regime(dev, tin, tout, many, longest + 1) == "stream"
-    assert _regime(dev, tin, tout, thr["few_rows"] - 1, longest + 1) == "split"
+    few1 = thr["few_rows"] - 1
+    if "cluster_waves" in thr:  # 32-bit rows: clusters in waves from cluster_waves_rows rows on
+        cw, cwr = thr["cluster_waves"], thr["cluster_waves_rows"]
+        assert longest + 1 <= cw
+        for R in (cwr, few1):
+            assert _regime(dev, tin, tout, R, longest + 1) == "cluster"
+            assert _regime(dev, tin, tout, R, cw) == "cluster"
+            assert _regime(dev, tin, tout, R, cw + 1) == "split"
+        assert _regime(dev, tin, tout, cwr - 1, longest + 1) == "split"
+    else:
+        assert _regime(dev, tin, tout, few1, longest + 1) == "split"
 
 
 @pytest.mark.parametrize("dev", DEVS, ids=["H100", "A100"])
