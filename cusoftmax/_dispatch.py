@@ -69,6 +69,15 @@ SPLIT_ROWS_DIV = 16
 #: vs 155.0; at 48 rows no gain (48 x 128256 34.0 vs 33.6, 48 x 262144 65.7 vs
 #: 67.5). 16-bit rows keep the split (64 x 128256 bfloat16: 29.0 vs 31.6).
 FEW_CLUSTER_WAVES_MIN_ROWS = 64
+#: ... and few 16-bit rows of at most FEW_STREAM_MAX_PACKS_16 packs from
+#: FEW_STREAM_MIN_ROWS_16 rows on stream (one block per row) instead of the
+#: split. H100, bfloat16 softmax, split vs stream: 96 x 65536 25.1 vs 20.3
+#: us, 96 x 128256 39.9 vs 37.5, 128 x 65536 30.1 vs 22.0, 128 x 128256 51.2
+#: vs 44.0; at 64 rows the split is ahead (64 x 128256 29.0 us, the stream not
+#: among the three fastest), and at 96 x 262144 too (75.2 us; the stream not
+#: among the three fastest either).
+FEW_STREAM_MIN_ROWS_16 = 96
+FEW_STREAM_MAX_PACKS_16 = 16384
 #: Warp regime: target packs per lane (two 16-byte loads in flight) for
 #: 32/64-bit storage; 16-bit rows take one pack a lane and leave the warp
 #: regime beyond WARP_NP_MAX_16 packs a lane.
@@ -500,6 +509,10 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
                     np_ = _ladder(_cdiv(packs, cl * MAX_BLOCK_THREADS), NP_LADDER_COARSE, np_max)
                     k = f"softmax_cluster<{T}, {U}, {LG}, {pack}, {np_}, {MAX_BLOCK_THREADS}, {cl}>"
                     return LaunchPlan("cluster", src, k, (rows * cl,), (MAX_BLOCK_THREADS,), pack)
+        # 16-bit rows from FEW_STREAM_MIN_ROWS_16 rows on: one block per row
+        # streaming twice (the re-read from L2) beats the split's two launches
+        if narrow and rows >= FEW_STREAM_MIN_ROWS_16 and packs <= FEW_STREAM_MAX_PACKS_16:
+            return _plan_stream(rows, pack, T, U, LG, sms, wide_c)
         return _plan_split(rows, packs, pack, T, U, LG, in_dtype, out_dtype, sms)
 
     # many long rows: a row over the registers of a cluster of blocks (16-bit

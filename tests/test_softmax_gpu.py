@@ -612,8 +612,27 @@ def test_row_thresholds_longest_on_chip_row(dev, tin, tout):
             assert _regime(dev, tin, tout, R, cw) == "cluster"
             assert _regime(dev, tin, tout, R, cw + 1) == "split"
         assert _regime(dev, tin, tout, cwr - 1, longest + 1) == "split"
-    else:
-        assert _regime(dev, tin, tout, few1, longest + 1) == "split"
+    else:  # 16-bit rows from FEW_STREAM_MIN_ROWS_16 rows on stream while short enough
+        pack = _dispatch.pack_width(tin, tout)
+        short = pack >= 8 and -(-(longest + 1) // pack) <= _dispatch.FEW_STREAM_MAX_PACKS_16
+        assert _regime(dev, tin, tout, few1, longest + 1) == ("stream" if short else "split")
+        assert _regime(dev, tin, tout, _dispatch.FEW_STREAM_MIN_ROWS_16 - 1, longest + 1) == "split"
+
+
+@pytest.mark.parametrize("dev", DEVS, ids=["H100", "A100"])
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+def test_few_16bit_rows_stream_from_min_rows(dev, dt):
+    """Few 16-bit rows beyond the on-chip regimes: the split below
+    FEW_STREAM_MIN_ROWS_16 rows or beyond FEW_STREAM_MAX_PACKS_16 packs, the
+    one-block-per-row stream otherwise (up to the few-rows bound)."""
+    lo, few = _dispatch.FEW_STREAM_MIN_ROWS_16, _dispatch.FEW_ROWS_PER_SM * dev.sm_count
+    L = _dispatch.FEW_STREAM_MAX_PACKS_16 * _dispatch.pack_width(dt, dt)
+    assert L > _dispatch.row_thresholds(dt, dt, dev)["block"]  # past a block's registers
+    for log in (False, True):
+        for R, L_, want in ((lo - 1, L, "split"), (lo, L, "stream"), (few - 1, L, "stream"),
+                            (lo, L + 1, "split"), (few - 1, L // 2, "stream")):
+            got = _dispatch.plan_rows(R, L_, dt, dt, log, dev).regime
+            assert got == want, (R, L_, log, got)
 
 
 @pytest.mark.parametrize("dev", DEVS, ids=["H100", "A100"])
