@@ -885,7 +885,7 @@ def backward_row_thresholds(y_dtype: str, dy_dtype: str, out_dtype: str, dev: De
     np_max = bwd_reg_elems(y_dtype, dy_dtype, out_dtype) // pack
     warp_np = min(np_max, BWD_WARP_NP_FEW) if pack >= 4 else np_max
     out = {
-        "warp": 32 * warp_np * pack,  # log-softmax; softmax below BWD_WARP_LONG_MIN_ROWS rows
+        "warp": 32 * warp_np * pack,  # below BWD_WARP_LONG_MIN_ROWS rows; float32 log-softmax: always
         "block": MAX_BLOCK_THREADS * np_max * pack,
     }
     if warp_np < np_max and not (log and pack == 4):  # from BWD_WARP_LONG_MIN_ROWS rows on
