@@ -469,8 +469,8 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
     # many rows of a few tens of KB: rows staged in shared memory, the next
     # row streaming in (cp.async) while this one is reduced and written
     # (cp.async moves 16-byte input packs: the input must be the wider side)
-    many = (rows >= SMEM_MIN_ROWS_PER_SM * sms
-            and numpy.dtype(_np_name(in_dtype)).itemsize * pack == VECTOR_BYTES)
+    input_packs = numpy.dtype(_np_name(in_dtype)).itemsize * pack == VECTOR_BYTES
+    many = rows >= SMEM_MIN_ROWS_PER_SM * sms and input_packs
     smax = dev.smem_rows_max_packs
     if many and pack > 1 and packs <= smax:
         return smem_plan(1)
@@ -478,8 +478,7 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
     # of at least BLOCK_FULL_PACKS packs, neither few nor many, stage in
     # shared memory instead. H100, float32 512 x 16384: smem 30.4-31.5 us vs
     # block 35.3 (tools/tune.py --log).
-    if (log and not narrow and not few and packs >= BLOCK_FULL_PACKS and packs <= smax
-            and numpy.dtype(_np_name(in_dtype)).itemsize * pack == VECTOR_BYTES):
+    if log and not narrow and not few and input_packs and BLOCK_FULL_PACKS <= packs <= smax:
         return smem_plan(1)
     if packs <= block_cap:  # (16-bit rows with many of them took smem above)
         return block_plan()
@@ -494,21 +493,20 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
             # the largest cluster that still fits every row at once
             fits = [c for c in (8, 4, 2) if packs <= c * MAX_BLOCK_THREADS * np_max
                     and rows <= cluster_fit_estimate(sms, c)]
+            cl = None
             if fits:
                 cl = fits[0]
                 threads = MAX_BLOCK_THREADS if packs > cl * CLUSTER_THREADS * np_max else CLUSTER_THREADS
+            elif pack == 4 and rows >= FEW_CLUSTER_WAVES_MIN_ROWS:
+                # 32-bit rows, too many to fit at once: the smallest cluster whose
+                # registers hold a row, in several waves (one read of x beats the
+                # split's two from FEW_CLUSTER_WAVES_MIN_ROWS rows on)
+                cl = next((c for c in (2, 4, 8) if packs <= c * MAX_BLOCK_THREADS * np_max), None)
+                threads = MAX_BLOCK_THREADS
+            if cl is not None:
                 np_ = _ladder(_cdiv(packs, cl * threads), NP_LADDER_COARSE, np_max)
                 k = f"softmax_cluster<{T}, {U}, {LG}, {pack}, {np_}, {threads}, {cl}>"
                 return LaunchPlan("cluster", src, k, (rows * cl,), (threads,), pack)
-            # 32-bit rows, too many to fit at once: the smallest cluster whose
-            # registers hold a row, in several waves (one read of x beats the
-            # split's two from FEW_CLUSTER_WAVES_MIN_ROWS rows on)
-            if pack == 4 and rows >= FEW_CLUSTER_WAVES_MIN_ROWS:
-                cl = next((c for c in (2, 4, 8) if packs <= c * MAX_BLOCK_THREADS * np_max), None)
-                if cl is not None:
-                    np_ = _ladder(_cdiv(packs, cl * MAX_BLOCK_THREADS), NP_LADDER_COARSE, np_max)
-                    k = f"softmax_cluster<{T}, {U}, {LG}, {pack}, {np_}, {MAX_BLOCK_THREADS}, {cl}>"
-                    return LaunchPlan("cluster", src, k, (rows * cl,), (MAX_BLOCK_THREADS,), pack)
         # 16-bit rows from FEW_STREAM_MIN_ROWS_16 rows on: one block per row
         # streaming twice (the re-read from L2) beats the split's two launches
         if narrow and rows >= FEW_STREAM_MIN_ROWS_16 and packs <= FEW_STREAM_MAX_PACKS_16:
