@@ -1086,6 +1086,13 @@ def all_backward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
 # =========  ===================================================================
 # block      one block per row, one read of x (the paper's Algorithm 4: online
 #            (m, d) and top-k candidates in the same pass): the default
+# seg        few long rows (rows < TOPK_SPLIT_ROWS_PER_SM x SMs) with
+#            KP <= TOPK_SEG_KP_MAX and at least TOPK_SEG_MIN_SEGS_PER_K x k
+#            segments: one launch (topk_seg). Blocks stream segments of the
+#            row keeping (m, d) and each segment's best candidate; the row's
+#            last block ranks the segment maxima, re-reads the k best segments
+#            (from L2) and selects the top k among their elements that are not
+#            worse than the k-th best maximum. One read of x from DRAM.
 # split      few long rows (rows < TOPK_SPLIT_ROWS_PER_SM x SMs and
 #            L >= 2 x TOPK_SPLIT_MIN_ELEMS): each row over `splits` blocks, each
 #            writing its (m, d) and KP best candidates to a workspace;
@@ -1145,6 +1152,17 @@ TOPK_MAX_GRID_Y = 65535
 #: Grid-stride helper kernels launch at most this many blocks per SM.
 TOPK_AUX_BLOCKS_PER_SM = 32
 
+#: The one-launch few-rows regime (kernels/topk.cu, topk_seg): candidate
+#: lists up to this KP, at most TOPK_SEG_WMAX segments a row (a multiple of
+#: 32 packs each), TOPK_SEG_THREADS threads a block and one segment a warp at
+#: a time, TOPK_SEG_SEGS_PER_WARP segments a warp; at least
+#: TOPK_SEG_MIN_SEGS_PER_K x k segments (else the split regime).
+TOPK_SEG_KP_MAX = 64
+TOPK_SEG_WMAX = 256
+TOPK_SEG_THREADS = 1024
+TOPK_SEG_SEGS_PER_WARP = 1
+TOPK_SEG_MIN_SEGS_PER_K = 2
+
 _TOPK_MODE = {"online": "TOPK_ONLINE", "safe": "TOPK_SAFE", "select": "TOPK_SELECT"}
 #: Run-time output-type codes of kernels/topk.cu (TOPK_OUT_*).
 TOPK_OUT_CODE = {"float16": 0, "bfloat16": 1, "float32": 2, "float64": 3}
@@ -1172,6 +1190,8 @@ class TopKPlan:
     block_lists: bool = False
     splits: int = 1
     pps: int = 0
+    seg_packs: int = 0  # seg: packs per segment
+    seg_per_block: int = 0  # seg: segments per block
     compute_dtype: str = "float32"
     cand_bytes: int = 8
     merge_kernel: Optional[str] = None
@@ -1247,9 +1267,23 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
     inc, blists = topk_inc(kp), topk_block_lists(kp)
     packs = _cdiv(L + pack - 1, pack)  # the worst row misalignment adds a pack
 
+    few = mode != "safe" and rows < TOPK_SPLIT_ROWS_PER_SM * sms
+    # seg: few long rows, short lists, in one launch
+    if few and kp <= TOPK_SEG_KP_MAX:
+        sp = 32 * _cdiv(packs, 32 * TOPK_SEG_WMAX)
+        nseg = _cdiv(packs, sp)
+        if nseg >= TOPK_SEG_MIN_SEGS_PER_K * k:
+            threads = TOPK_SEG_THREADS
+            spb = (threads // 32) * TOPK_SEG_SEGS_PER_WARP
+            grid = (_cdiv(nseg, spb), rows)
+            extra = dict(gather_kernel=gather, softmax_algorithm="safe") if mode == "select" else {}
+            return TopKPlan("seg" if mode == "online" else "unfused",
+                            f"topk_seg<{T}, {C}, {_TOPK_MODE[mode]}, {unroll}>", grid, (threads,),
+                            0, kp, 0, False, grid[0], 0, sp, spb, cdt, cb, **extra)
+
     # split: few long rows over several blocks (not the paper's safe form)
     splits = 1
-    if mode != "safe" and rows < TOPK_SPLIT_ROWS_PER_SM * sms:
+    if few:
         splits = min(_cdiv(TOPK_SPLIT_BLOCKS_PER_SM * sms, rows), L // TOPK_SPLIT_MIN_ELEMS,
                      TOPK_SMEM_MAX // (kp * cb))
         splits = max(1, splits)
@@ -1272,8 +1306,8 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
                      merge_smem=splits * kp * cb)
     if mode == "select":
         extra.update(gather_kernel=gather, softmax_algorithm="safe")
-    return TopKPlan(regime, kernel, grid, (threads,), smem, kp, inc, blists, splits, pps, cdt, cb,
-                    **extra)
+    return TopKPlan(regime, kernel, grid, (threads,), smem, kp, inc, blists, splits, pps,
+                    compute_dtype=cdt, cand_bytes=cb, **extra)
 
 
 def all_topk_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:

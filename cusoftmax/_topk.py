@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import operator
+import threading
 from typing import Any, NamedTuple
 
 import numpy
@@ -74,7 +75,7 @@ class _Prepared:
     """Everything a call signature needs, computed once."""
     __slots__ = ("kind", "R", "L", "k", "odt", "work", "out_shape", "moved_shape", "axis",
                  "copy", "offx", "sx", "plan", "fn", "merge_fn", "gather_fn", "log", "code",
-                 "gather_grid", "md_dtype")
+                 "gather_grid", "md_dtype", "dev")
 
     # -- launches ------------------------------------------------------------
     def _rows_input(self, x):
@@ -100,6 +101,13 @@ class _Prepared:
         p, R = self.plan, self.R
         wsk = wsm = None
         wk = wm = 0
+        if p.seg_packs:  # one launch: per-row segment maxima, (m, d) partials, counters
+            wsk = _cupy.empty(R * _dispatch.TOPK_SEG_WMAX * p.cand_bytes, numpy.uint8)
+            wsm = _cupy.empty(2 * R * p.splits, self.md_dtype)
+            self.fn(p.grid, p.block, (xp, vptr, idx.data.ptr, wsk.data.ptr, wsm.data.ptr,
+                                      _seg_counters(self.dev), self.L, sx, self.k, p.kp, p.seg_packs,
+                                      p.seg_per_block, self.code, self.log))
+            return
         if p.splits > 1:
             wsk = _cupy.empty(R * p.splits * p.kp * p.cand_bytes, numpy.uint8)
             wsm = _cupy.empty(2 * R * p.splits, self.md_dtype)
@@ -147,6 +155,28 @@ class _Prepared:
         if self.axis is not None and self.axis != len(self.moved_shape) - 1:
             a = _cupy.ascontiguousarray(_cupy.moveaxis(a, -1, self.axis))
         return a
+
+
+_counters: dict = {}
+_counters_lock = threading.Lock()
+
+
+def _seg_counters(device_id: int) -> int:
+    """Address of the zeroed row counters of ``topk_seg`` for the current
+    stream of ``device_id``: launches on one stream run in order and each
+    leaves its counters at zero, so a stream reuses one array; streams that
+    may run at once get their own. Sized for every row count the seg regime
+    takes (fewer than TOPK_SPLIT_ROWS_PER_SM x SMs rows)."""
+    key = (device_id, _cupy.cuda.get_current_stream().ptr)
+    c = _counters.get(key)
+    if c is None:
+        with _counters_lock:
+            c = _counters.get(key)
+            if c is None:
+                n = max(1024, _dispatch.TOPK_SPLIT_ROWS_PER_SM * device_info(device_id).sm_count)
+                c = _cupy.zeros(n, numpy.uint32)
+                _counters[key] = c
+    return c.data.ptr
 
 
 def _kernel(name: str, device_id: int, smem: int = 0):
@@ -213,6 +243,7 @@ def _prepare(x, k, axis, log, dtype, algorithm):
     p.merge_fn = _kernel(plan.merge_kernel, dev, plan.merge_smem) if plan.merge_kernel else None
     p.gather_fn = _kernel(plan.gather_kernel, dev) if plan.gather_kernel else None
     p.md_dtype = numpy.dtype(plan.compute_dtype)
+    p.dev = dev
     p.gather_grid = _dispatch.topk_aux_grid(p.R * k, info)
     return p
 

@@ -13,6 +13,11 @@
 //                   read), TOPK_SAFE (the paper's "safe fused": max first, then
 //                   d and top-k in a second read), TOPK_SELECT (top-k only, no
 //                   values: the selection half of the unfused path).
+//   topk_seg        few long rows, k <= 64, in one launch: blocks stream
+//                   segments of a row keeping (m, d) and each segment's best;
+//                   the row's last block ranks the segment maxima, re-reads
+//                   the k best segments and selects among their elements
+//                   not worse than the k-th best maximum (see the kernel).
 //   topk_merge      merges the splits' partials of a row: (m, d) pairs with the
 //                   associative operator, top-k lists by bitonic merging.
 //   topk_gather     values[r, t] = y[r, idx[r, t]] (unfused / sort paths).
@@ -99,6 +104,7 @@ template <> struct Cand<float> {
     const float t = key_value(thr);
     return (__float_as_uint(t) & 0x7f800000u) ? t : -1.17549435e-38f;
   }
+  static CSM_DEVICE u64 ldcg(const u64* p) { return __ldcg(p); }  // L2 (written by other blocks)
   static CSM_DEVICE u64 shfl_xor(u64 c, int m) { return __shfl_xor_sync(0xffffffffu, c, m); }
   static CSM_DEVICE u64 shfl(u64 c, int src) { return __shfl_sync(0xffffffffu, c, src); }
 };
@@ -134,6 +140,12 @@ template <> struct Cand<double> {
     return __longlong_as_double((i64)((k & 0x8000000000000000ull) ? (k ^ 0x8000000000000000ull) : ~k));
   }
   static CSM_DEVICE double prefilter_value(u64 thr) { return key_value(thr); }  // no ftz for double
+  static CSM_DEVICE topk_wide_t ldcg(const topk_wide_t* p) {
+    topk_wide_t r;
+    r.hi = __ldcg(&p->hi);
+    r.lo = __ldcg(&p->lo);
+    return r;
+  }
   static CSM_DEVICE topk_wide_t shfl_xor(const topk_wide_t& c, int m) {
     topk_wide_t r;
     r.hi = __shfl_xor_sync(0xffffffffu, c.hi, m);
@@ -571,6 +583,256 @@ topk_stream(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ 
     }
     __syncthreads();  // list 0 read before the next row overwrites it
   }
+}
+
+// ----------------------------------------------------------------------------
+// topk_seg: few long rows, k <= TOPK_SEG_KP_MAX, in one launch.
+//
+// Row r is cut into W <= TOPK_SEG_WMAX segments of `sp` packs (a multiple of
+// 32). Grid (S, rows): block s of row r streams segments [s * spb, (s + 1) *
+// spb), one warp per segment at a time, keeping its lanes' online (m, d) and
+// each segment's best candidate (value key, ~index), which a warp reduction
+// writes to wsk[r * TOPK_SEG_WMAX + j]; the block's (m, d) goes to
+// wsm[2 * (r * S + s)]. The last block of the row to finish (a counter per
+// row in `cnt`, left at zero for the next launch) then:
+//   1. merges the S (m, d) partials;
+//   2. ranks the W segment maxima: the segments whose best is among the k best
+//      are "selected", and tau = the k-th best segment maximum (W > k). The k
+//      selected maxima are k distinct elements >= tau, so the row's k-th best
+//      is >= tau, and every one of the row's top k lies in a selected segment
+//      (its segment's maximum is at least as good): the top k are among the
+//      selected segments' elements that are not worse than tau;
+//   3. re-reads the selected segments (at most k * sp packs, in L2 after the
+//      stream) and collects those candidates in shared memory;
+//   4. up to TOPK_SEG_RANK_MAX candidates: each one's rank among them is its
+//      output position (no sort). Up to TOPK_SEG_INC: one bitonic compaction
+//      into a sorted list. More (rows of ties or sorted rows): the collection
+//      is redone one element per thread per round, compacting whenever the
+//      slots could overflow and raising tau each time (correct, slower).
+// Typical rows give about k candidates. MODE: TOPK_ONLINE or TOPK_SELECT.
+// ----------------------------------------------------------------------------
+#define TOPK_SEG_THREADS 1024
+#define TOPK_SEG_WMAX 256
+#define TOPK_SEG_RANK_MAX 256
+#define TOPK_SEG_INC 2048
+#define TOPK_SEG_KP_MAX 64
+
+template <typename T, typename C, int MODE, int UNROLL>
+__global__ void __launch_bounds__(TOPK_SEG_THREADS)
+topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx,
+         typename Cand<C>::type* __restrict__ wsk, C* __restrict__ wsm, unsigned* __restrict__ cnt,
+         i64 L, i64 sx, i64 k, i64 kp, i64 sp, i64 spb, i64 out_code, i64 log) {
+  typedef Cand<C> CT;
+  typedef typename CT::type K;
+  constexpr int PACK = 16 / sizeof(T);
+  constexpr int E = UNROLL * PACK;
+  static_assert(E <= 32, "one mask bit per element of a batch");
+  __shared__ K segk[TOPK_SEG_WMAX];
+  __shared__ int sel[TOPK_SEG_WMAX];
+  __shared__ K list[TOPK_SEG_KP_MAX + TOPK_SEG_INC];  // top list, then the incoming slots
+  __shared__ MD<C> red_md[32];
+  __shared__ K s_tau;
+  __shared__ int s_last, s_n;
+
+  const i64 r = blockIdx.y, s = blockIdx.x, S = gridDim.x;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int tid = threadIdx.x, bd = blockDim.x;
+  const T* row = x + r * sx;
+  const int mis = row_misalignment<T, PACK>(row);
+  const i64 np = row_packs<PACK>(L, mis);
+  const int W = (int)((np + sp - 1) / sp);
+  K* wk = wsk + r * TOPK_SEG_WMAX;
+
+  // ---- 1. stream this block's segments ------------------------------------
+  MD<C> md = md_identity<C>();
+  const i64 jb = s * spb, je = min((i64)W, jb + spb);
+  for (i64 j = jb + warp; j < je; j += nw) {
+    const i64 pe = min(np, (j + 1) * sp);
+    K best = CT::empty();
+    C bv = Num<C>::neg_inf();  // value of best when best is not NaN / empty
+    for (i64 base = j * sp; base < pe; base += 32 * UNROLL) {
+      C v[E];
+      unsigned mask = 0u;
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+        const i64 p = base + u * 32 + lane;
+        const i64 c0 = p * PACK - mis;
+        if (p < pe && c0 >= 0 && c0 + PACK <= L) {
+          const Pack<T, PACK> pk = load_pack<T, PACK>(row + c0);
+#pragma unroll
+          for (int e = 0; e < PACK; ++e) v[u * PACK + e] = to_compute<C>(pk.v[e]);
+          mask |= ((1u << PACK) - 1u) << (u * PACK);
+        } else if (p < pe) {
+          load_row_pack<C, T, PACK>(row, p, mis, L, Num<C>::neg_inf(), v + u * PACK);
+#pragma unroll
+          for (int e = 0; e < PACK; ++e)
+            if (c0 + e >= 0 && c0 + e < L) mask |= 1u << (u * PACK + e);
+        } else {
+#pragma unroll
+          for (int e = 0; e < PACK; ++e) v[u * PACK + e] = Num<C>::neg_inf();
+        }
+      }
+      if (MODE == TOPK_ONLINE) md_accumulate<C, E>(md, v);
+      C bm = v[0];
+#pragma unroll
+      for (int e = 1; e < E; ++e) bm = Num<C>::max(bm, v[e]);
+      if (bm > bv) {  // a better value (finite or +inf: an in-row element)
+        int ef = E - 1;
+#pragma unroll
+        for (int e = E - 1; e >= 0; --e)
+          if (v[e] == bm) ef = e;
+        best = CT::make(bm, (base + (ef / PACK) * 32 + lane) * PACK - mis + (ef % PACK));
+        bv = bm;
+      } else if (CT::hi(best) == 0 && mask != 0u) {  // nothing yet, or a NaN: full keys
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          if (mask & (1u << e)) {
+            const K c = CT::make(v[e], (base + (e / PACK) * 32 + lane) * PACK - mis + (e % PACK));
+            if (CT::better(c, best)) best = c;
+          }
+        }
+        if (CT::hi(best) != 0) bv = CT::value(best);
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const K t = CT::shfl_xor(best, o);
+      if (CT::better(t, best)) best = t;
+    }
+    if (lane == 0) wk[j] = best;
+  }
+  if (MODE == TOPK_ONLINE) {
+    md = topk_block_md<C>(md, red_md);
+    if (tid == 0) {
+      wsm[2 * (r * S + s)] = md.m;
+      wsm[2 * (r * S + s) + 1] = md.d;
+    }
+  }
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) s_last = atomicAdd(cnt + r, 1u) == (unsigned)(S - 1);
+  __syncthreads();
+  if (!s_last) return;
+
+  // ---- 2. the last block of the row ----------------------------------------
+  __threadfence();
+  if (tid == 0) {
+    cnt[r] = 0u;  // ready for the next launch
+    s_n = 0;
+    s_tau = CT::empty();
+  }
+  const int KP = (int)kp;
+  K* top = list;
+  K* inc = list + KP;
+  for (int i = tid; i < KP; i += bd) top[i] = CT::empty();
+  md = md_identity<C>();
+  if (MODE == TOPK_ONLINE) {
+    for (i64 j = tid; j < S; j += bd) {
+      MD<C> o;
+      o.m = __ldcg(wsm + 2 * (r * S + j));
+      o.d = __ldcg(wsm + 2 * (r * S + j) + 1);
+      md = md_merge(md, o);
+    }
+  }
+  for (int i = tid; i < W; i += bd) segk[i] = CT::ldcg(wk + i);
+  if (MODE == TOPK_ONLINE) {
+    md = topk_block_md<C>(md, red_md);  // its barriers publish segk[]
+  } else {
+    __syncthreads();
+  }
+  const int nsel = (int)min((i64)W, k);
+  for (int i = tid; i < W; i += bd) {
+    const K c = segk[i];
+    int rank = 0;
+    for (int j = 0; j < W; ++j) rank += CT::better(segk[j], c) ? 1 : 0;
+    if (rank < nsel) sel[rank] = (int)((CT::index(c) + mis) / PACK / sp);
+    if (W > k && rank == k - 1) s_tau = c;
+  }
+  __syncthreads();
+  K tau = s_tau;
+
+  // ---- 3. candidates: selected segments' elements not worse than tau -----
+  const int P = nsel * (int)sp;  // packs to re-read
+  const int spi = (int)sp;
+  for (int t = tid; t < P; t += bd) {
+    const i64 p = (i64)sel[t / spi] * sp + t % spi;
+    if (p < np) {
+      C v[PACK];
+      load_row_pack<C, T, PACK>(row, p, mis, L, Num<C>::neg_inf(), v);
+#pragma unroll
+      for (int e = 0; e < PACK; ++e) {
+        const i64 col = p * PACK - mis + e;
+        if (col >= 0 && col < L) {
+          const K c = CT::make(v[e], col);
+          if (!CT::better(tau, c)) {
+            const int pos = atomicAdd(&s_n, 1);
+            if (pos < TOPK_SEG_INC) inc[pos] = c;
+          }
+        }
+      }
+    }
+  }
+  __syncthreads();
+  const int n = s_n;
+  if (n <= TOPK_SEG_RANK_MAX) {
+    // ---- 4a. output position = rank among the candidates ------------------
+    C sc = C(0);
+    if (MODE != TOPK_SELECT) sc = log ? Num<C>::log(md.d) : Num<C>::rcp(md.d);
+    for (int i = tid; i < n; i += bd) {
+      const K c = inc[i];
+      int rank = 0;
+      for (int j = 0; j < n; ++j) rank += CT::better(inc[j], c) ? 1 : 0;
+      if (rank < k) {
+        idx[r * k + rank] = CT::index(c);
+        if (MODE != TOPK_SELECT) {
+          const C xv = CT::value(c);
+          const C y = log ? (xv - md.m) - sc : Num<C>::exp(xv - md.m) * sc;
+          topk_store<C>(vals, r * k + rank, y, out_code);
+        }
+      }
+    }
+    return;
+  }
+  if (n <= TOPK_SEG_INC) {
+    // ---- 4b. one compaction --------------------------------------------------
+    group_compact<CT>(top, n, KP, tid, bd, true);
+  } else {
+    // ---- 4c. overflow: one element per thread per round ---------------------
+    __syncthreads();
+    if (tid == 0) s_n = 0;
+    int n_in = 0;  // block-uniform
+    const i64 total = (i64)P * PACK;
+    for (i64 e0 = 0; e0 < total; e0 += bd) {
+      const i64 e = e0 + tid;
+      K c = CT::empty();
+      bool take = false;
+      if (e < total) {
+        const int t = (int)(e / PACK), q = (int)(e % PACK);
+        const i64 p = (i64)sel[t / spi] * sp + t % spi;
+        const i64 col = p * PACK - mis + q;
+        if (p < np && col >= 0 && col < L) {
+          c = CT::make(to_compute<C>(row[col]), col);
+          take = !CT::better(tau, c);
+        }
+      }
+      int cnt_take = __syncthreads_count(take);
+      if (cnt_take == 0) continue;
+      if (n_in + cnt_take > TOPK_SEG_INC) {
+        group_compact<CT>(top, n_in, KP, tid, bd, true);
+        n_in = 0;
+        if (tid == 0) s_n = 0;
+        const K kt = top[k - 1];
+        if (CT::better(kt, tau)) tau = kt;
+        take = take && !CT::better(tau, c);
+        cnt_take = __syncthreads_count(take);
+      }
+      if (take) inc[atomicAdd(&s_n, 1)] = c;
+      n_in += cnt_take;
+    }
+    if (n_in > 0) group_compact<CT>(top, n_in, KP, tid, bd, true);
+  }
+  __syncthreads();
+  topk_write<C, MODE>(top, md, vals, idx, r, k, out_code, log);
 }
 
 // ----------------------------------------------------------------------------
