@@ -1155,13 +1155,19 @@ TOPK_AUX_BLOCKS_PER_SM = 32
 #: The one-launch few-rows regime (kernels/topk.cu, topk_seg): candidate
 #: lists up to this KP, at most TOPK_SEG_WMAX segments a row (a multiple of
 #: 32 packs each), TOPK_SEG_THREADS threads a block and one segment a warp at
-#: a time, TOPK_SEG_SEGS_PER_WARP segments a warp; at least
+#: a time, at most TOPK_SEG_BLOCKS_PER_SM x SMs blocks in all; at least
 #: TOPK_SEG_MIN_SEGS_PER_K x k segments (else the split regime).
 TOPK_SEG_KP_MAX = 64
 TOPK_SEG_WMAX = 256
-TOPK_SEG_THREADS = 1024
-TOPK_SEG_SEGS_PER_WARP = 1
+#: Segment capacity of the kernel (its TOPK_SEG_WMAX): the workspace row stride.
+TOPK_SEG_WCAP = 256
+TOPK_SEG_THREADS = 256
+TOPK_SEG_BLOCKS_PER_SM = 8
+#: Rows below this many per SM take the seg regime (when it applies).
+TOPK_SEG_ROWS_PER_SM = 2
 TOPK_SEG_MIN_SEGS_PER_K = 2
+#: Elements a lane loads at once in topk_seg, by compute itemsize.
+TOPK_SEG_BATCH_ELEMS = {4: 16, 8: 4}
 
 _TOPK_MODE = {"online": "TOPK_ONLINE", "safe": "TOPK_SAFE", "select": "TOPK_SELECT"}
 #: Run-time output-type codes of kernels/topk.cu (TOPK_OUT_*).
@@ -1233,9 +1239,22 @@ def topk_inc(kp: int) -> int:
 
 def topk_thresholds(dev: DeviceInfo) -> dict:
     """Boundaries of the top-k regimes, for tests and docs: k above ``kp_max``
-    sorts; rows below ``split_rows`` with L >= ``split_cols`` split."""
+    sorts; rows below ``seg_rows`` with next_pow2(k) <= ``seg_kp_max`` and
+    at least ``seg_min_segs_per_k`` x k segments (``topk_seg_count``) take
+    seg; else rows below ``split_rows`` with L >= ``split_cols`` split."""
     return {"kp_max": TOPK_KP_MAX, "split_rows": TOPK_SPLIT_ROWS_PER_SM * dev.sm_count,
-            "split_cols": 2 * TOPK_SPLIT_MIN_ELEMS, "max_packed_row": TOPK_MAX_PACKED_ROW}
+            "split_cols": 2 * TOPK_SPLIT_MIN_ELEMS, "max_packed_row": TOPK_MAX_PACKED_ROW,
+            "seg_rows": TOPK_SEG_ROWS_PER_SM * dev.sm_count, "seg_kp_max": TOPK_SEG_KP_MAX,
+            "seg_min_segs_per_k": TOPK_SEG_MIN_SEGS_PER_K}
+
+
+def topk_seg_packs(L: int, in_dtype: str) -> tuple:
+    """(packs per segment, segments) of a row of L in the seg regime (the
+    worst row misalignment counted)."""
+    pack = VECTOR_BYTES // numpy.dtype(_np_name(in_dtype)).itemsize
+    packs = _cdiv(L + pack - 1, pack)
+    sp = 32 * _cdiv(packs, 32 * TOPK_SEG_WMAX)
+    return sp, _cdiv(packs, sp)
 
 
 def topk_aux_grid(n: int, dev: DeviceInfo) -> tuple:
@@ -1269,12 +1288,15 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
 
     few = mode != "safe" and rows < TOPK_SPLIT_ROWS_PER_SM * sms
     # seg: few long rows, short lists, in one launch
-    if few and kp <= TOPK_SEG_KP_MAX:
-        sp = 32 * _cdiv(packs, 32 * TOPK_SEG_WMAX)
-        nseg = _cdiv(packs, sp)
+    if mode != "safe" and rows < TOPK_SEG_ROWS_PER_SM * sms and kp <= TOPK_SEG_KP_MAX:
+        sp, nseg = topk_seg_packs(L, in_dtype)
         if nseg >= TOPK_SEG_MIN_SEGS_PER_K * k:
             threads = TOPK_SEG_THREADS
-            spb = (threads // 32) * TOPK_SEG_SEGS_PER_WARP
+            unroll = max(1, TOPK_SEG_BATCH_ELEMS[csz] // pack)
+            # blocks per row: a segment per warp, but no more than
+            # TOPK_SEG_BLOCKS_PER_SM x SMs blocks in all (warps then loop)
+            nblk = max(1, min(_cdiv(nseg, threads // 32), _cdiv(TOPK_SEG_BLOCKS_PER_SM * sms, rows)))
+            spb = _cdiv(nseg, nblk)
             grid = (_cdiv(nseg, spb), rows)
             extra = dict(gather_kernel=gather, softmax_algorithm="safe") if mode == "select" else {}
             return TopKPlan("seg" if mode == "online" else "unfused",

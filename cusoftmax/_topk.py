@@ -102,11 +102,14 @@ class _Prepared:
         wsk = wsm = None
         wk = wm = 0
         if p.seg_packs:  # one launch: per-row segment maxima, (m, d) partials, counters
-            wsk = _cupy.empty(R * _dispatch.TOPK_SEG_WMAX * p.cand_bytes, numpy.uint8)
-            wsm = _cupy.empty(2 * R * p.splits, self.md_dtype)
-            self.fn(p.grid, p.block, (xp, vptr, idx.data.ptr, wsk.data.ptr, wsm.data.ptr,
-                                      _seg_counters(self.dev), self.L, sx, self.k, p.kp, p.seg_packs,
-                                      p.seg_per_block, self.code, self.log))
+            wmax = _dispatch.TOPK_SEG_WCAP
+            wsk = _cupy.empty(R * wmax * p.cand_bytes, numpy.uint8)
+            wsv = _cupy.empty(R * (wmax + 2 * p.splits), self.md_dtype)  # seconds, then (m, d)
+            wv = wsv.data.ptr
+            self.fn(p.grid, p.block, (xp, vptr, idx.data.ptr, wsk.data.ptr, wv,
+                                      wv + R * wmax * self.md_dtype.itemsize, _seg_counters(self.dev),
+                                      self.L, sx, self.k, p.kp, p.seg_packs, p.seg_per_block, self.code,
+                                      self.log))
             return
         if p.splits > 1:
             wsk = _cupy.empty(R * p.splits * p.kp * p.cand_bytes, numpy.uint8)

@@ -121,6 +121,7 @@ template <> struct Num<float> {
   static CSM_DEVICE float neg_inf() { return __int_as_float(0xff800000); }
   static CSM_DEVICE float nan() { return __int_as_float(0x7fffffff); }
   static CSM_DEVICE float max(float a, float b) { return fmaxf(a, b); }
+  static CSM_DEVICE float min(float a, float b) { return fminf(a, b); }
   // max that propagates NaN (fmaxf returns the other operand)
   static CSM_DEVICE float max_nan(float a, float b) { return (a != a || b != b) ? a + b : fmaxf(a, b); }
   // e^(d) for d = x - m <= 0, as one ex2.approx (relative error ~2 ulp);
@@ -143,6 +144,7 @@ template <> struct Num<double> {
   static CSM_DEVICE double neg_inf() { return __longlong_as_double(0xfff0000000000000ull); }
   static CSM_DEVICE double nan() { return __longlong_as_double(0x7fffffffffffffffull); }
   static CSM_DEVICE double max(double a, double b) { return fmax(a, b); }
+  static CSM_DEVICE double min(double a, double b) { return fmin(a, b); }
   static CSM_DEVICE double max_nan(double a, double b) { return (a != a || b != b) ? a + b : fmax(a, b); }
   // branch-free polynomial exp (libdevice's exp makes ptxas spill)
   static CSM_DEVICE double exp(double d) { return exp_f64(d); }

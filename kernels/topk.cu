@@ -104,7 +104,8 @@ template <> struct Cand<float> {
     const float t = key_value(thr);
     return (__float_as_uint(t) & 0x7f800000u) ? t : -1.17549435e-38f;
   }
-  static CSM_DEVICE u64 ldcg(const u64* p) { return __ldcg(p); }  // L2 (written by other blocks)
+  static CSM_DEVICE u64 ldcg(const u64* p) { return __ldcg(p); }
+  static CSM_DEVICE bool same(u64 a, u64 b) { return a == b; }  // L2 (written by other blocks)
   static CSM_DEVICE u64 shfl_xor(u64 c, int m) { return __shfl_xor_sync(0xffffffffu, c, m); }
   static CSM_DEVICE u64 shfl(u64 c, int src) { return __shfl_sync(0xffffffffu, c, src); }
 };
@@ -140,6 +141,9 @@ template <> struct Cand<double> {
     return __longlong_as_double((i64)((k & 0x8000000000000000ull) ? (k ^ 0x8000000000000000ull) : ~k));
   }
   static CSM_DEVICE double prefilter_value(u64 thr) { return key_value(thr); }  // no ftz for double
+  static CSM_DEVICE bool same(const topk_wide_t& a, const topk_wide_t& b) {
+    return a.hi == b.hi && a.lo == b.lo;
+  }
   static CSM_DEVICE topk_wide_t ldcg(const topk_wide_t* p) {
     topk_wide_t r;
     r.hi = __ldcg(&p->hi);
@@ -160,10 +164,10 @@ template <> struct Cand<double> {
   }
 };
 
-// The k-th best (k <= 32) of one candidate per lane, on every lane: a bitonic
-// sort across the warp through shuffles, best first.
+// One candidate per lane sorted across the warp, best first (lane 0 holds
+// the best): a bitonic sort through shuffles.
 template <typename CT>
-CSM_DEVICE typename CT::type warp_kth_best(typename CT::type c, int k, int lane) {
+CSM_DEVICE typename CT::type warp_sort_best_first(typename CT::type c, int lane) {
   typedef typename CT::type K;
 #pragma unroll
   for (int size = 2; size <= 32; size <<= 1) {
@@ -176,7 +180,13 @@ CSM_DEVICE typename CT::type warp_kth_best(typename CT::type c, int k, int lane)
       if (keep_better == o_better) c = o;
     }
   }
-  return CT::shfl(c, k - 1);
+  return c;
+}
+
+// The k-th best (k <= 32) of one candidate per lane, on every lane.
+template <typename CT>
+CSM_DEVICE typename CT::type warp_kth_best(typename CT::type c, int k, int lane) {
+  return CT::shfl(warp_sort_best_first<CT>(c, lane), k - 1);
 }
 
 // ----------------------------------------------------------------------------
@@ -590,49 +600,80 @@ topk_stream(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ 
 //
 // Row r is cut into W <= TOPK_SEG_WMAX segments of `sp` packs (a multiple of
 // 32). Grid (S, rows): block s of row r streams segments [s * spb, (s + 1) *
-// spb), one warp per segment at a time, keeping its lanes' online (m, d) and
-// each segment's best candidate (value key, ~index), which a warp reduction
-// writes to wsk[r * TOPK_SEG_WMAX + j]; the block's (m, d) goes to
-// wsm[2 * (r * S + s)]. The last block of the row to finish (a counter per
-// row in `cnt`, left at zero for the next launch) then:
+// spb), one warp per segment at a time, keeping its lanes' online (m, d), the
+// segment's best candidate (value key, ~index) and `second`: an upper bound
+// of every other element's value (the best lane's second largest value, the
+// other lanes' largest). They go to wsk / wsv[r * TOPK_SEG_WMAX + j], the
+// block's (m, d) to wsm[2 * (r * S + s)]. The last block of the row to
+// finish (a counter per row in `cnt`, left at zero for the next launch):
 //   1. merges the S (m, d) partials;
-//   2. ranks the W segment maxima: the segments whose best is among the k best
-//      are "selected", and tau = the k-th best segment maximum (W > k). The k
-//      selected maxima are k distinct elements >= tau, so the row's k-th best
-//      is >= tau, and every one of the row's top k lies in a selected segment
-//      (its segment's maximum is at least as good): the top k are among the
-//      selected segments' elements that are not worse than tau;
-//   3. re-reads the selected segments (at most k * sp packs, in L2 after the
-//      stream) and collects those candidates in shared memory;
+//   2. ranks the W segment maxima (each warp sorts 32 of them through
+//      shuffles; a rank is the position in its own chunk plus a binary search
+//      in each other chunk). The segments whose best is among the k best are
+//      "selected", and tau = the k-th best segment maximum (when W > k). The
+//      k selected maxima are k distinct elements not worse than tau, so the
+//      row's k-th best is not worse than tau, and each of the row's top k
+//      lies in a selected segment (whose maximum is at least as good): the
+//      top k are among the selected segments' elements not worse than tau;
+//   3. collects those: a selected segment whose `second` is below tau's value
+//      gives its best alone; the others are re-read (from L2, just streamed);
 //   4. up to TOPK_SEG_RANK_MAX candidates: each one's rank among them is its
 //      output position (no sort). Up to TOPK_SEG_INC: one bitonic compaction
-//      into a sorted list. More (rows of ties or sorted rows): the collection
-//      is redone one element per thread per round, compacting whenever the
-//      slots could overflow and raising tau each time (correct, slower).
-// Typical rows give about k candidates. MODE: TOPK_ONLINE or TOPK_SELECT.
+//      into a sorted list. More (rows of ties, sorted rows): the collection
+//      is redone over every selected segment one element per thread per
+//      round, compacting whenever the slots could overflow and raising tau
+//      each time (correct, slower).
+// Typical rows give about k candidates and few re-read segments.
+// MODE: TOPK_ONLINE or TOPK_SELECT.
 // ----------------------------------------------------------------------------
-#define TOPK_SEG_THREADS 1024
-#define TOPK_SEG_WMAX 256
+#define TOPK_SEG_THREADS 256
+// Blocks per SM topk_seg is built for (its register cap): 4 (64 registers)
+// for float compute, 2 for double.
+template <typename C> struct SegMinBlocks { enum { value = 4 }; };
+template <> struct SegMinBlocks<double> { enum { value = 2 }; };
+#define TOPK_SEG_WMAX 256  // segment capacity a row (and workspace row stride)
 #define TOPK_SEG_RANK_MAX 256
 #define TOPK_SEG_INC 2048
 #define TOPK_SEG_KP_MAX 64
+#ifndef TOPK_SEG_REREAD_ELEMS
+#define TOPK_SEG_REREAD_ELEMS 16
+#endif
+// Phase-timing hook of tools/prof_seg.py (compiled with -DTOPK_SEG_STOP=n to
+// end the kernel after phase n; the library never defines it).
+#ifndef TOPK_SEG_STOP
+#define TOPK_SEG_STOP 0
+#endif
+// `keep` (false in practice) uses the phase's results, so the compiler keeps
+// the work a stop would otherwise make dead.
+#define TOPK_SEG_STOP_AT(n, keep) \
+  if (TOPK_SEG_STOP == (n)) {     \
+    if (keep) idx[0] = -1;        \
+    return;                       \
+  }
 
 template <typename T, typename C, int MODE, int UNROLL>
-__global__ void __launch_bounds__(TOPK_SEG_THREADS)
+__global__ void __launch_bounds__(TOPK_SEG_THREADS, SegMinBlocks<C>::value)
 topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx,
-         typename Cand<C>::type* __restrict__ wsk, C* __restrict__ wsm, unsigned* __restrict__ cnt,
-         i64 L, i64 sx, i64 k, i64 kp, i64 sp, i64 spb, i64 out_code, i64 log) {
+         typename Cand<C>::type* __restrict__ wsk, C* __restrict__ wsv, C* __restrict__ wsm,
+         unsigned* __restrict__ cnt, i64 L, i64 sx, i64 k, i64 kp, i64 sp, i64 spb, i64 out_code,
+         i64 log) {
   typedef Cand<C> CT;
   typedef typename CT::type K;
   constexpr int PACK = 16 / sizeof(T);
   constexpr int E = UNROLL * PACK;
-  static_assert(E <= 32, "one mask bit per element of a batch");
-  __shared__ K segk[TOPK_SEG_WMAX];
-  __shared__ int sel[TOPK_SEG_WMAX];
+  // packs a thread re-reads at once: TOPK_SEG_REREAD_ELEMS values (half for double compute)
+  constexpr int RU = (TOPK_SEG_REREAD_ELEMS / (int)sizeof(C) * 4 / PACK) > 0
+                         ? (TOPK_SEG_REREAD_ELEMS / (int)sizeof(C) * 4 / PACK) : 1;
+  constexpr int NCH = TOPK_SEG_WMAX / 32;  // chunks of 32 maxima
+  __shared__ K segk[TOPK_SEG_WMAX];  // chunk-sorted segment maxima
+  __shared__ C segv[TOPK_SEG_WMAX];  // `second` by segment
+  __shared__ int sel[TOPK_SEG_KP_MAX];  // selected segments, best first
+  __shared__ K selk[TOPK_SEG_KP_MAX];  // their maxima
+  __shared__ int rr[TOPK_SEG_KP_MAX];  // selected segments to re-read
   __shared__ K list[TOPK_SEG_KP_MAX + TOPK_SEG_INC];  // top list, then the incoming slots
   __shared__ MD<C> red_md[32];
   __shared__ K s_tau;
-  __shared__ int s_last, s_n;
+  __shared__ int s_last, s_n, s_nrr;
 
   const i64 r = blockIdx.y, s = blockIdx.x, S = gridDim.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -642,6 +683,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   const i64 np = row_packs<PACK>(L, mis);
   const int W = (int)((np + sp - 1) / sp);
   K* wk = wsk + r * TOPK_SEG_WMAX;
+  C* wv = wsv + r * TOPK_SEG_WMAX;
 
   // ---- 1. stream this block's segments ------------------------------------
   MD<C> md = md_identity<C>();
@@ -650,6 +692,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
     const i64 pe = min(np, (j + 1) * sp);
     K best = CT::empty();
     C bv = Num<C>::neg_inf();  // value of best when best is not NaN / empty
+    C v1 = Num<C>::neg_inf(), v2 = Num<C>::neg_inf();  // lane's two largest values (NaN skipped)
     for (i64 base = j * sp; base < pe; base += 32 * UNROLL) {
       C v[E];
       unsigned mask = 0u;
@@ -673,16 +716,18 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
         }
       }
       if (MODE == TOPK_ONLINE) md_accumulate<C, E>(md, v);
-      C bm = v[0];
 #pragma unroll
-      for (int e = 1; e < E; ++e) bm = Num<C>::max(bm, v[e]);
-      if (bm > bv) {  // a better value (finite or +inf: an in-row element)
+      for (int e = 0; e < E; ++e) {
+        v2 = Num<C>::max(v2, Num<C>::min(v1, v[e]));
+        v1 = Num<C>::max(v1, v[e]);
+      }
+      if (v1 > bv) {  // a better value in this batch (finite or +inf: in the row)
         int ef = E - 1;
 #pragma unroll
         for (int e = E - 1; e >= 0; --e)
-          if (v[e] == bm) ef = e;
-        best = CT::make(bm, (base + (ef / PACK) * 32 + lane) * PACK - mis + (ef % PACK));
-        bv = bm;
+          if (v[e] == v1) ef = e;
+        best = CT::make(v1, (base + (ef / PACK) * 32 + lane) * PACK - mis + (ef % PACK));
+        bv = v1;
       } else if (CT::hi(best) == 0 && mask != 0u) {  // nothing yet, or a NaN: full keys
 #pragma unroll
         for (int e = 0; e < E; ++e) {
@@ -694,13 +739,22 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
         if (CT::hi(best) != 0) bv = CT::value(best);
       }
     }
+    K wb = best;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
-      const K t = CT::shfl_xor(best, o);
-      if (CT::better(t, best)) best = t;
+      const K t = CT::shfl_xor(wb, o);
+      if (CT::better(t, wb)) wb = t;
     }
-    if (lane == 0) wk[j] = best;
+    // every element but the segment's best is at most `second`
+    C sec = CT::same(wb, best) ? v2 : v1;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sec = Num<C>::max(sec, shfl_xor(sec, o));
+    if (lane == 0) {
+      wk[j] = wb;
+      wv[j] = sec;
+    }
   }
+  TOPK_SEG_STOP_AT(1, md.d == C(-1) || md.m == C(-7));
   if (MODE == TOPK_ONLINE) {
     md = topk_block_md<C>(md, red_md);
     if (tid == 0) {
@@ -708,23 +762,39 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
       wsm[2 * (r * S + s) + 1] = md.d;
     }
   }
-  __threadfence();
+  // release this block's writes and count it in (acquire the others' if last):
+  // the barrier orders the block's writes before thread 0's acq_rel atomic
   __syncthreads();
-  if (tid == 0) s_last = atomicAdd(cnt + r, 1u) == (unsigned)(S - 1);
+  if (tid == 0) {
+    unsigned t;
+    asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;" : "=r"(t) : "l"(cnt + r) : "memory");
+    s_last = t == (unsigned)(S - 1);
+  }
   __syncthreads();
   if (!s_last) return;
+  TOPK_SEG_STOP_AT(2, false);
 
   // ---- 2. the last block of the row ----------------------------------------
-  __threadfence();
   if (tid == 0) {
     cnt[r] = 0u;  // ready for the next launch
     s_n = 0;
+    s_nrr = 0;
     s_tau = CT::empty();
   }
   const int KP = (int)kp;
   K* top = list;
   K* inc = list + KP;
   for (int i = tid; i < KP; i += bd) top[i] = CT::empty();
+  // each warp sorts chunks of 32 maxima, best first (the first chunk's loads
+  // issued together with the (m, d) partials')
+  const int nchunk = (W + 31) >> 5;
+  const int i0 = warp * 32 + lane;
+  K c0 = CT::empty();
+  C v0 = C(0);
+  if (i0 < W) {
+    c0 = CT::ldcg(wk + i0);
+    v0 = __ldcg(wv + i0);
+  }
   md = md_identity<C>();
   if (MODE == TOPK_ONLINE) {
     for (i64 j = tid; j < S; j += bd) {
@@ -734,45 +804,108 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
       md = md_merge(md, o);
     }
   }
-  for (int i = tid; i < W; i += bd) segk[i] = CT::ldcg(wk + i);
+  if (warp < nchunk) {
+    if (i0 < W) segv[i0] = v0;
+    segk[i0] = warp_sort_best_first<CT>(c0, lane);
+  }
+  for (int ch = warp + nw; ch < nchunk; ch += nw) {
+    const int i = ch * 32 + lane;
+    K c = CT::empty();
+    if (i < W) {
+      c = CT::ldcg(wk + i);
+      segv[i] = __ldcg(wv + i);
+    }
+    segk[i] = warp_sort_best_first<CT>(c, lane);
+  }
   if (MODE == TOPK_ONLINE) {
-    md = topk_block_md<C>(md, red_md);  // its barriers publish segk[]
+    md = topk_block_md<C>(md, red_md);  // its barriers publish segk[], segv[]
   } else {
     __syncthreads();
   }
+  TOPK_SEG_STOP_AT(3, md.d == C(-1) || CT::hi(segk[tid % TOPK_SEG_WMAX]) == 7u || segv[tid % TOPK_SEG_WMAX] == C(-7));
   const int nsel = (int)min((i64)W, k);
-  for (int i = tid; i < W; i += bd) {
+  for (int i = tid; i < nchunk * 32; i += bd) {
     const K c = segk[i];
-    int rank = 0;
-    for (int j = 0; j < W; ++j) rank += CT::better(segk[j], c) ? 1 : 0;
-    if (rank < nsel) sel[rank] = (int)((CT::index(c) + mis) / PACK / sp);
-    if (W > k && rank == k - 1) s_tau = c;
+    if (!CT::same(c, CT::empty())) {
+      const int a = i >> 5;
+      // binary searches in the other chunks, interleaved (independent loads)
+      int lo[NCH];
+#pragma unroll
+      for (int b = 0; b < NCH; ++b) lo[b] = 0;
+#pragma unroll
+      for (int step = 16; step > 0; step >>= 1) {
+#pragma unroll
+        for (int b = 0; b < NCH; ++b)
+          if (b < nchunk && CT::better(segk[b * 32 + lo[b] + step - 1], c)) lo[b] += step;
+      }
+      int rank = i & 31;
+#pragma unroll
+      for (int b = 0; b < NCH; ++b)
+        if (b != a) rank += lo[b];
+      if (rank < nsel) {
+        sel[rank] = (int)((CT::index(c) + mis) / PACK / sp);
+        selk[rank] = c;
+      }
+      if (W > k && rank == k - 1) s_tau = c;
+    }
   }
   __syncthreads();
+  TOPK_SEG_STOP_AT(4, md.d == C(-1) || CT::hi(s_tau) == 7u || sel[tid % TOPK_SEG_KP_MAX] == -7 || CT::hi(selk[tid % TOPK_SEG_KP_MAX]) == 7u);
   K tau = s_tau;
 
   // ---- 3. candidates: selected segments' elements not worse than tau -----
-  const int P = nsel * (int)sp;  // packs to re-read
+  {
+    // re-read unless every other element of the segment is below tau's value
+    // (always when tau is empty, W <= k, or a NaN)
+    const bool tau_val = CT::hi(tau) != 0;
+    const C tv = tau_val ? CT::value(tau) : C(0);
+    for (int t = tid; t < nsel; t += bd) {
+      const int j = sel[t];
+      if (tau_val && segv[j] < tv) {
+        inc[atomicAdd(&s_n, 1)] = selk[t];
+      } else {
+        rr[atomicAdd(&s_nrr, 1)] = j;
+      }
+    }
+  }
+  __syncthreads();
   const int spi = (int)sp;
-  for (int t = tid; t < P; t += bd) {
-    const i64 p = (i64)sel[t / spi] * sp + t % spi;
-    if (p < np) {
-      C v[PACK];
-      load_row_pack<C, T, PACK>(row, p, mis, L, Num<C>::neg_inf(), v);
+  {
+    const int P = s_nrr * spi;  // packs to re-read
+    for (int t0 = 0; t0 < P; t0 += bd * RU) {
+      C v[RU * PACK];
+      i64 pp[RU];
 #pragma unroll
-      for (int e = 0; e < PACK; ++e) {
-        const i64 col = p * PACK - mis + e;
-        if (col >= 0 && col < L) {
-          const K c = CT::make(v[e], col);
-          if (!CT::better(tau, c)) {
-            const int pos = atomicAdd(&s_n, 1);
-            if (pos < TOPK_SEG_INC) inc[pos] = c;
+      for (int u = 0; u < RU; ++u) {
+        const int t = t0 + u * bd + tid;
+        pp[u] = -1;
+        if (t < P) {
+          const i64 p = (i64)rr[t / spi] * sp + t % spi;
+          if (p < np) pp[u] = p;
+        }
+        if (pp[u] >= 0) {
+          load_row_pack<C, T, PACK>(row, pp[u], mis, L, Num<C>::neg_inf(), v + u * PACK);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < RU; ++u) {
+        if (pp[u] < 0) continue;
+#pragma unroll
+        for (int e = 0; e < PACK; ++e) {
+          const i64 col = pp[u] * PACK - mis + e;
+          if (col >= 0 && col < L) {
+            const K c = CT::make(v[u * PACK + e], col);
+            if (!CT::better(tau, c)) {
+              const int pos = atomicAdd(&s_n, 1);
+              if (pos < TOPK_SEG_INC) inc[pos] = c;
+            }
           }
         }
       }
     }
   }
   __syncthreads();
+  TOPK_SEG_STOP_AT(5, md.d == C(-1) || s_n == -7 || CT::hi(inc[tid]) == 7u);
   const int n = s_n;
   if (n <= TOPK_SEG_RANK_MAX) {
     // ---- 4a. output position = rank among the candidates ------------------
@@ -797,11 +930,11 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
     // ---- 4b. one compaction --------------------------------------------------
     group_compact<CT>(top, n, KP, tid, bd, true);
   } else {
-    // ---- 4c. overflow: one element per thread per round ---------------------
+    // ---- 4c. overflow: every selected segment, one element per thread per round
     __syncthreads();
     if (tid == 0) s_n = 0;
     int n_in = 0;  // block-uniform
-    const i64 total = (i64)P * PACK;
+    const i64 total = (i64)nsel * sp * PACK;
     for (i64 e0 = 0; e0 < total; e0 += bd) {
       const i64 e = e0 + tid;
       K c = CT::empty();

@@ -139,26 +139,43 @@ def test_plan_regimes(dev):
     th = _dispatch.topk_thresholds(dev)
     few, cols = th["split_rows"], th["split_cols"]
     f32 = ("float32", "float32")
-    assert _dispatch.plan_topk(few - 1, cols, 5, *f32, dev).regime == "split"
+    # seg: few rows, next_pow2(k) <= seg_kp_max, enough segments for k
+    assert th["seg_rows"] <= few
+    _, nseg = _dispatch.topk_seg_packs(cols, "float32")
+    kseg = nseg // th["seg_min_segs_per_k"]
+    assert 1 <= kseg and 2 * kseg > th["seg_kp_max"] // 2  # the segment bound, not kp, decides here
+    assert _dispatch.plan_topk(th["seg_rows"] - 1, cols, kseg, *f32, dev).regime == "seg"
+    assert _dispatch.plan_topk(th["seg_rows"] - 1, cols, kseg + 1, *f32, dev).regime == "split"
+    assert _dispatch.plan_topk(1, 10 ** 6, th["seg_kp_max"], *f32, dev).regime == "seg"
+    assert _dispatch.plan_topk(1, 10 ** 6, th["seg_kp_max"] + 1, *f32, dev).regime == "split"
+    assert _dispatch.plan_topk(1, 10 ** 6, 5, *f32, dev, "unfused").kernel.startswith("topk_seg<")
+    assert _dispatch.plan_topk(few - 1, cols, 100, *f32, dev).regime == "split"
     assert _dispatch.plan_topk(few, cols, 5, *f32, dev).regime == "block"
-    assert _dispatch.plan_topk(few - 1, cols - 1, 5, *f32, dev).regime == "block"
+    assert _dispatch.plan_topk(few - 1, cols - 1, 100, *f32, dev).regime == "block"
     assert _dispatch.plan_topk(1, 10 ** 6, th["kp_max"], *f32, dev).regime == "split"
     assert _dispatch.plan_topk(1, 10 ** 6, th["kp_max"] + 1, *f32, dev).regime == "sort"
     assert _dispatch.plan_topk(1, th["max_packed_row"], 5, *f32, dev).regime != "sort"
     assert _dispatch.plan_topk(1, th["max_packed_row"] + 1, 5, *f32, dev).regime == "sort"
     # double compute indexes any row
-    assert _dispatch.plan_topk(1, th["max_packed_row"] + 1, 5, "float32", "float64", dev).regime == "split"
+    assert _dispatch.plan_topk(1, th["max_packed_row"] + 1, 5, "float32", "float64", dev).regime == "seg"
     assert _dispatch.plan_topk(1, 10 ** 6, 5, *f32, dev, "safe").regime == "safe"
     assert _dispatch.plan_topk(1, 10 ** 6, 5, *f32, dev, "unfused").regime == "unfused"
-    for rows, L, k in [(1, 128256, 50), (4096, 131072, 1024), (64, 262144, 1000), (3, 7, 7)]:
+    for rows, L, k in [(1, 128256, 50), (4096, 131072, 1024), (64, 262144, 1000), (3, 7, 7),
+                       (200, 65536, 64), (1, 3 * 10 ** 6, 33)]:
         for ti in DTYPES:
             for to in DTYPES:
                 for algo in ALGOS:
                     p = _dispatch.plan_topk(rows, L, k, ti, to, dev, algo)
                     assert p.smem <= _dispatch.TOPK_SMEM_MAX and p.merge_smem <= _dispatch.TOPK_SMEM_MAX
                     assert p.block[0] % 32 == 0 and p.block[0] <= _dispatch.TOPK_MAX_THREADS
-                    if p.regime != "sort":
-                        assert p.kp >= k and p.splits * p.pps * (16 // np_dtype(ti).itemsize) >= L
+                    pack = 16 // np_dtype(ti).itemsize
+                    if p.seg_packs:  # every segment of the row has a block
+                        assert p.kernel.startswith("topk_seg<") and p.kp >= k
+                        assert p.splits * p.seg_per_block * p.seg_packs * pack >= L + pack - 1
+                        assert -(-(L + pack - 1) // pack) <= _dispatch.TOPK_SEG_WCAP * p.seg_packs
+                        assert p.block[0] <= _dispatch.TOPK_SEG_THREADS and p.grid[1] == rows
+                    elif p.regime != "sort":
+                        assert p.kp >= k and p.splits * p.pps * pack >= L
 
 
 # (NVRTC compile check of every top-k instantiation: tests/test_compile.py)
@@ -275,6 +292,70 @@ def test_row_and_column_thresholds():
         x = to_gpu(make_data(rng, (2, L + 3), "normal"), "bfloat16")
         check(x, min(L, 5))
         check(x[:, 3:], min(L, 40), algorithm="online")  # misaligned rows
+
+
+def _seg_candidates(row, k, sp, pack):
+    """Host model of topk_seg's candidate count for one aligned row without
+    NaN: elements not worse than tau, the k-th best of the segments' maxima
+    (value descending, index ascending)."""
+    L = row.size
+    seg = np.arange(L) // pack // sp
+    starts = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])
+    best = np.array([s + np.argmax(row[s:e]) for s, e in zip(starts, np.r_[starts[1:], L])])
+    if best.size <= k:
+        return L
+    order = np.lexsort((best, -row[best]))
+    t = best[order[k - 1]]
+    return int(np.sum((row > row[t]) | ((row == row[t]) & (np.arange(L) <= t))))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
+def test_seg_regime(dtype):
+    """The one-launch few-rows regime: its three selection paths (candidates
+    ranked directly, one compaction, overflow) shown taken by the host model,
+    specials, misaligned rows, k at the kp and segment-count bounds, and the
+    unfused path's selection."""
+    dev = _device()
+    th = _dispatch.topk_thresholds(dev)
+    rng = np.random.default_rng(11)
+    L = 131072
+    pack = 16 // np_dtype(dtype).itemsize
+    sp, nseg = _dispatch.topk_seg_packs(L, dtype)
+    assert _dispatch.plan_topk(th["seg_rows"] - 1, L, 50, dtype, dtype, dev).regime == "seg"
+    base = rng.standard_normal(L) * 3
+    plateau = base.copy()
+    plateau[rng.choice(L, 2400, replace=False)] = 100.0  # hundreds of tied maxima
+    rows = [base, plateau, np.sort(base), rng.integers(-3, 4, L).astype(np.float64),
+            np.where(rng.random(L) < 0.9, -np.inf, base), np.full(L, -np.inf)]
+    a = np.stack(rows)
+    xs = to_gpu(a, dtype)
+    if dtype == "float32":
+        af = a.astype(np.float32)
+        counts = [_seg_candidates(r, 50, sp, pack) for r in af[:4]]
+        rank_max, inc = 256, 2048  # TOPK_SEG_RANK_MAX, TOPK_SEG_INC in kernels/topk.cu
+        assert counts[0] <= rank_max < counts[1] <= inc < counts[2], counts
+    nan_row = np.array(base)
+    nan_row[77] = np.nan
+    specials = to_gpu(np.stack([nan_row, make_data(rng, (L,), "specials"), np.full(L, np.nan)]), dtype)
+    for k in (1, 2, 50, 63, 64):
+        check(xs, k, log=k == 50)
+        check(specials, k)
+    check(xs, 50, algorithm="unfused")
+    # misaligned rows (a row start mid-vector), every row count up to seg_rows - 1
+    x2 = to_gpu(make_data(rng, (3, L + 3), "normal"), dtype)
+    check(x2[:, 3:], 50)
+    check(x2[:, 1:-2], 64, log=True)
+    many = to_gpu(make_data(rng, (th["seg_rows"] - 1, 40000), "ties"), dtype)
+    assert _dispatch.plan_topk(many.shape[0], 40000, 5, dtype, dtype, dev).regime == "seg"
+    check(many, 5)
+    # k at the segment-count bound: seg at kseg, split above it
+    _, n2 = _dispatch.topk_seg_packs(20000, dtype)
+    kseg = min(n2 // th["seg_min_segs_per_k"], th["seg_kp_max"])
+    x3 = to_gpu(make_data(rng, (2, 20000), "normal"), dtype)
+    for k, regime in ((kseg, "seg"), (kseg + 1, "split" if kseg + 1 <= th["kp_max"] else "sort")):
+        assert _dispatch.plan_topk(2, 20000, k, dtype, dtype, dev).regime == regime
+        check(x3, k)
 
 
 @pytest.mark.gpu

@@ -52,7 +52,7 @@ def times():
               (1, 262144, 50), (8, 32768, 50), (8, 128256, 50), (8, 262144, 50), (64, 32768, 5),
               (64, 32768, 50), (64, 128256, 5), (64, 128256, 50), (64, 262144, 50), (128, 131072, 50),
               (263, 65536, 50)]
-    confs = [("split", 0, 1024), ("seg t256", 64, 256), ("seg t512", 64, 512), ("seg t1024", 64, 1024)]
+    confs = [("split", 0, 256), ("seg", 64, 256)]
     for dt in ("float32", "bfloat16"):
         for R, L, k in shapes:
             x = cp.random.RandomState(R + L + k).standard_normal((R, L), dtype=cp.float32).astype(np_dtype(dt))
@@ -65,7 +65,27 @@ def times():
                 t = timeit(lambda: cs.softmax_topk(x, k))
                 line += f" | {name} {t:7.2f} ({p.plan.regime} g{p.plan.grid})"
             print(line, flush=True)
-    D.TOPK_SEG_KP_MAX, D.TOPK_SEG_THREADS = 64, 1024
+    D.TOPK_SEG_KP_MAX, D.TOPK_SEG_THREADS = 64, 256
+    _topk._cache.clear()
+
+
+def times2():
+    """threads x batch elements x segments per warp, float32 and bfloat16"""
+    shapes = [(1, 32768, 1), (1, 32768, 50), (1, 128256, 1), (1, 128256, 50), (1, 262144, 50), (8, 32768, 50), (8, 128256, 50), (8, 262144, 50), (64, 32768, 50), (64, 128256, 5),
+              (64, 128256, 50), (64, 262144, 50), (128, 131072, 50), (263, 65536, 50)]
+    confs = [(256, 256, b) for b in (4, 8, 16)]
+    for dt in ("float32", "bfloat16"):
+        for R, L, k in shapes:
+            x = cp.random.RandomState(R + L + k).standard_normal((R, L), dtype=cp.float32).astype(np_dtype(dt))
+            line = f"{dt:9} {R:>4}x{L:<7} k={k:<3}"
+            for t, e, sw in confs:
+                D.TOPK_SEG_THREADS, D.TOPK_SEG_WMAX, D.TOPK_SEG_BLOCKS_PER_SM = t, e, sw
+                _topk._cache.clear()
+                cs.softmax_topk(x, k)
+                tt = timeit(lambda: cs.softmax_topk(x, k))
+                line += f" | b{sw} {tt:6.2f}"
+            print(line, flush=True)
+    D.TOPK_SEG_THREADS, D.TOPK_SEG_WMAX, D.TOPK_SEG_BLOCKS_PER_SM = 256, 512, 8
     _topk._cache.clear()
 
 
@@ -75,3 +95,5 @@ if __name__ == "__main__":
         sweep()
     if "time" in what:
         times()
+    if "time2" in what:
+        times2()

@@ -1,0 +1,62 @@
+"""Where the time of the one-launch few-rows top-k (topk_seg) goes: the kernel
+compiled to end after phase n (-DTOPK_SEG_STOP=n: 1 streaming, 2 + block
+(m, d) and the last-block election, 3 + (m, d) merge, maxima loaded and
+chunk-sorted, 4 + ranks, 5 + candidates collected; full), each timed like the
+benchmark (CUDA events, L2 flushed, median of 30), Usage: PYTHONPATH=.:tools python tools/prof_seg.py [threads] [R,L,k ...]"""
+import sys
+
+import numpy as np
+import cupy as cp
+
+import cusoftmax as cs
+from cusoftmax import _dispatch as D, _topk
+from cusoftmax._loader import expanded_source, COMPILE_OPTIONS
+from tune import timeit
+
+
+def main():
+    args = sys.argv[1:]
+    variants = [()]
+    if args and args[0] == "variants":  # the full kernel under each -D set
+        args.pop(0)
+        variants = [(), ("-DTOPK_SEG_REREAD_ELEMS=32",)]
+    if args and "," not in args[0]:
+        D.TOPK_SEG_THREADS = int(args.pop(0))
+    shapes = [tuple(int(v) for v in a.split(",")) for a in args] or [
+        (1, 32768, 1), (1, 32768, 50), (1, 128256, 1), (1, 128256, 50), (8, 128256, 50),
+        (64, 32768, 50), (64, 128256, 50), (64, 262144, 50), (263, 65536, 50)]
+    src = expanded_source("topk.cu")
+    mods = {}
+    for R, L, k in shapes:
+        x = cp.random.RandomState(R + L + k).standard_normal((R, L), dtype=cp.float32)
+        _topk._cache.clear()
+        cs.softmax_topk(x, k)
+        p = next(v for kk, v in _topk._cache.items() if kk[0] == x.shape and kk[3] == k)
+        pl = p.plan
+        assert pl.regime == "seg", pl
+        vals = cp.empty((R, k), cp.float32)
+        idx = cp.empty((R, k), cp.int64)
+        wmax = D.TOPK_SEG_WCAP
+        wsk = cp.empty(R * wmax * 8, np.uint8)
+        wsv = cp.empty(R * (wmax + 2 * pl.splits), np.float32)
+        cnt = cp.zeros(1024, np.uint32)
+        a = (x.data.ptr, vals.data.ptr, idx.data.ptr, wsk.data.ptr, wsv.data.ptr,
+             wsv.data.ptr + R * wmax * 4, cnt.data.ptr, L, L, k, pl.kp, pl.seg_packs, pl.seg_per_block,
+             p.code, 0)
+        line = f"{R:>4}x{L:<7} k={k:<3} grid={pl.grid} block={pl.block} sp={pl.seg_packs}:"
+        runs = [(stop, ()) for stop in (1, 2, 3, 4, 5, 0)] if len(variants) == 1 else \
+            [(0, v) for v in variants]
+        for stop, opts in runs:
+            mk = (stop, opts, pl.kernel)
+            if mk not in mods:
+                mods[mk] = cp.RawModule(code=src, options=COMPILE_OPTIONS + (f"-DTOPK_SEG_STOP={stop}",) + opts,
+                                        name_expressions=[pl.kernel])
+            fn = mods[mk].get_function(pl.kernel)
+            cnt.fill(0)  # stop 2 leaves them counting; later stops reset them
+            t = timeit(lambda: fn(pl.grid, pl.block, a))
+            line += f" {stop or 'full'}{' '.join(opts)} {t:6.2f}"
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
