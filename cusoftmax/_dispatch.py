@@ -1163,8 +1163,14 @@ TOPK_SEG_WMAX = 256
 TOPK_SEG_WCAP = 256
 TOPK_SEG_THREADS = 256
 TOPK_SEG_BLOCKS_PER_SM = 8
-#: Rows below this many per SM take the seg regime (when it applies).
+#: From this many rows per SM on ("many" rows) seg needs KP >= TOPK_SEG_MANY_MIN_KP
+#: and segments of at least TOPK_SEG_MANY_MIN_ELEMS elements (H100: 4096 x 131072
+#: float32 k = 50 946 us against 1112 us in the block regime, bfloat16 761 against
+#: 1230; but k = 5 907 against 775, and 128-element segments stream slowly: 512 x
+#: 32000 float32 k = 50 104 against 87; tools/seg_try.py rows).
 TOPK_SEG_ROWS_PER_SM = 2
+TOPK_SEG_MANY_MIN_KP = 16
+TOPK_SEG_MANY_MIN_ELEMS = 256
 TOPK_SEG_MIN_SEGS_PER_K = 2
 #: Elements a lane loads at once in topk_seg, by compute itemsize.
 TOPK_SEG_BATCH_ELEMS = {4: 16, 8: 4}
@@ -1248,12 +1254,12 @@ def topk_thresholds(dev: DeviceInfo) -> dict:
             "seg_min_segs_per_k": TOPK_SEG_MIN_SEGS_PER_K}
 
 
-def topk_seg_packs(L: int, in_dtype: str) -> tuple:
+def topk_seg_packs(L: int, in_dtype: str, min_packs: int = 32) -> tuple:
     """(packs per segment, segments) of a row of L in the seg regime (the
-    worst row misalignment counted)."""
+    worst row misalignment counted), segments of at least ``min_packs``."""
     pack = VECTOR_BYTES // numpy.dtype(_np_name(in_dtype)).itemsize
     packs = _cdiv(L + pack - 1, pack)
-    sp = 32 * _cdiv(packs, 32 * TOPK_SEG_WMAX)
+    sp = max(min_packs, 32 * _cdiv(packs, 32 * TOPK_SEG_WMAX))
     return sp, _cdiv(packs, sp)
 
 
@@ -1287,9 +1293,12 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
     packs = _cdiv(L + pack - 1, pack)  # the worst row misalignment adds a pack
 
     few = mode != "safe" and rows < TOPK_SPLIT_ROWS_PER_SM * sms
-    # seg: few long rows, short lists, in one launch
-    if mode != "safe" and rows < TOPK_SEG_ROWS_PER_SM * sms and kp <= TOPK_SEG_KP_MAX:
-        sp, nseg = topk_seg_packs(L, in_dtype)
+    # seg: few long rows, short lists, in one launch; on more rows only for
+    # longer lists and segments (shorter ones stream too slowly)
+    many = rows >= TOPK_SEG_ROWS_PER_SM * sms
+    if (mode != "safe" and kp <= TOPK_SEG_KP_MAX and rows <= TOPK_MAX_GRID_Y
+            and (not many or kp >= TOPK_SEG_MANY_MIN_KP)):
+        sp, nseg = topk_seg_packs(L, in_dtype, max(32, TOPK_SEG_MANY_MIN_ELEMS // pack) if many else 32)
         if nseg >= TOPK_SEG_MIN_SEGS_PER_K * k:
             threads = TOPK_SEG_THREADS
             unroll = max(1, TOPK_SEG_BATCH_ELEMS[csz] // pack)

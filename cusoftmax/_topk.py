@@ -107,7 +107,7 @@ class _Prepared:
             wsv = _cupy.empty(R * (wmax + 2 * p.splits), self.md_dtype)  # seconds, then (m, d)
             wv = wsv.data.ptr
             self.fn(p.grid, p.block, (xp, vptr, idx.data.ptr, wsk.data.ptr, wv,
-                                      wv + R * wmax * self.md_dtype.itemsize, _seg_counters(self.dev),
+                                      wv + R * wmax * self.md_dtype.itemsize, _seg_counters(self.dev, R),
                                       self.L, sx, self.k, p.kp, p.seg_packs, p.seg_per_block, self.code,
                                       self.log))
             return
@@ -164,20 +164,21 @@ _counters: dict = {}
 _counters_lock = threading.Lock()
 
 
-def _seg_counters(device_id: int) -> int:
-    """Address of the zeroed row counters of ``topk_seg`` for the current
-    stream of ``device_id``: launches on one stream run in order and each
-    leaves its counters at zero, so a stream reuses one array; streams that
-    may run at once get their own. Sized for every row count the seg regime
-    takes (fewer than TOPK_SPLIT_ROWS_PER_SM x SMs rows)."""
+def _seg_counters(device_id: int, rows: int) -> int:
+    """Address of at least ``rows`` zeroed row counters of ``topk_seg`` for
+    the current stream of ``device_id``: launches on one stream run in order
+    and each leaves its counters at zero, so a stream reuses one array;
+    streams that may run at once get their own."""
     key = (device_id, _cupy.cuda.get_current_stream().ptr)
     c = _counters.get(key)
-    if c is None:
+    if c is None or c.size < rows:
         with _counters_lock:
             c = _counters.get(key)
-            if c is None:
-                n = max(1024, _dispatch.TOPK_SPLIT_ROWS_PER_SM * device_info(device_id).sm_count)
-                c = _cupy.zeros(n, numpy.uint32)
+            if c is None or c.size < rows:
+                # a larger array replaces the old one: launches already queued
+                # on this stream keep theirs (CuPy's pool reuses freed memory
+                # in stream order)
+                c = _cupy.zeros(max(1024, rows), numpy.uint32)
                 _counters[key] = c
     return c.data.ptr
 

@@ -349,6 +349,11 @@ def test_seg_regime(dtype):
     many = to_gpu(make_data(rng, (th["seg_rows"] - 1, 40000), "ties"), dtype)
     assert _dispatch.plan_topk(many.shape[0], 40000, 5, dtype, dtype, dev).regime == "seg"
     check(many, 5)
+    # from seg_rows rows on: only longer lists (and longer segments)
+    more = to_gpu(make_data(rng, (th["seg_rows"], 9000), "normal"), dtype)
+    assert _dispatch.plan_topk(more.shape[0], 9000, 16, dtype, dtype, dev).regime == "seg"
+    assert _dispatch.plan_topk(more.shape[0], 9000, 8, dtype, dtype, dev).regime == "block"
+    check(more, 16, log=True)
     # k at the segment-count bound: seg at kseg, split above it
     _, n2 = _dispatch.topk_seg_packs(20000, dtype)
     kseg = min(n2 // th["seg_min_segs_per_k"], th["seg_kp_max"])

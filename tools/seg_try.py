@@ -89,6 +89,28 @@ def times2():
     _topk._cache.clear()
 
 
+def rows():
+    """the dispatcher's plan against the one without the seg regime, more rows"""
+    shapes = [(264, 32768, 50), (264, 32768, 16), (512, 32000, 16), (4096, 4096, 50), (4096, 16384, 16), (512, 32000, 5), (512, 32000, 50), (512, 50257, 50), (1024, 32768, 50),
+              (2048, 32768, 5), (2048, 32768, 50), (4096, 32000, 50), (4096, 131072, 5), (4096, 131072, 50),
+              (512, 16384, 50), (1024, 8192, 50)]
+    for dt in ("float32", "bfloat16"):
+        for R, L, k in shapes:
+            x = cp.random.RandomState(R + L + k).standard_normal((R, L), dtype=cp.float32).astype(np_dtype(dt))
+            line = f"{dt:9} {R:>4}x{L:<7} k={k:<3}"
+            for name, kpmax in (("no seg", 0), ("dispatch", 64)):
+                D.TOPK_SEG_KP_MAX = kpmax
+                _topk._cache.clear()
+                _topk._counters.clear()
+                cs.softmax_topk(x, k)
+                p = next(v for kk, v in _topk._cache.items() if kk[0] == x.shape and kk[3] == k)
+                tt = timeit(lambda: cs.softmax_topk(x, k))
+                line += f" | {name} {tt:8.2f} ({p.plan.regime} g{p.plan.grid})"
+            print(line, flush=True)
+    D.TOPK_SEG_KP_MAX = 64
+    _topk._cache.clear()
+
+
 if __name__ == "__main__":
     what = sys.argv[1:] or ["check", "time"]
     if "check" in what:
@@ -97,3 +119,5 @@ if __name__ == "__main__":
         times()
     if "time2" in what:
         times2()
+    if "rows" in what:
+        rows()
