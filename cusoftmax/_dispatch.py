@@ -1166,10 +1166,11 @@ TOPK_SEG_BLOCKS_PER_SM = 8
 #: From this many rows per SM on ("many" rows) seg needs KP >= TOPK_SEG_MANY_MIN_KP
 #: and segments of at least TOPK_SEG_MANY_MIN_ELEMS elements (H100: 4096 x 131072
 #: float32 k = 50 946 us against 1112 us in the block regime, bfloat16 761 against
-#: 1230; but k = 5 907 against 775, and 128-element segments stream slowly: 512 x
-#: 32000 float32 k = 50 104 against 87; tools/seg_try.py rows).
+#: 1230; but k = 5 907 against 775, k = 10 (KP 16) 2.36 against 2.70 TB/s, and
+#: 128-element segments stream slowly: 512 x 32000 float32 k = 50 104 against 87;
+#: tools/seg_try.py rows, bench topk).
 TOPK_SEG_ROWS_PER_SM = 2
-TOPK_SEG_MANY_MIN_KP = 16
+TOPK_SEG_MANY_MIN_KP = 32
 TOPK_SEG_MANY_MIN_ELEMS = 256
 TOPK_SEG_MIN_SEGS_PER_K = 2
 #: Elements a lane loads at once in topk_seg, by compute itemsize.

@@ -351,9 +351,9 @@ def test_seg_regime(dtype):
     check(many, 5)
     # from seg_rows rows on: only longer lists (and longer segments)
     more = to_gpu(make_data(rng, (th["seg_rows"], 9000), "normal"), dtype)
-    assert _dispatch.plan_topk(more.shape[0], 9000, 16, dtype, dtype, dev).regime == "seg"
-    assert _dispatch.plan_topk(more.shape[0], 9000, 8, dtype, dtype, dev).regime == "block"
-    check(more, 16, log=True)
+    assert _dispatch.plan_topk(more.shape[0], 9000, 17, dtype, dtype, dev).regime == "seg"
+    assert _dispatch.plan_topk(more.shape[0], 9000, 16, dtype, dtype, dev).regime == "block"
+    check(more, 17, log=True)
     # k at the segment-count bound: seg at kseg, split above it
     _, n2 = _dispatch.topk_seg_packs(20000, dtype)
     kseg = min(n2 // th["seg_min_segs_per_k"], th["seg_kp_max"])
