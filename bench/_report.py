@@ -794,6 +794,8 @@ def write_summary(out_dir) -> str:
     for jp in sorted(found, key=lambda p: (rank.get(os.path.basename(p)[:-5], len(rank)), p)):
         with open(jp) as f:
             data = json.load(f)
+        if not (isinstance(data, dict) and "suite" in data and "meta" in data):
+            continue  # another tool's JSON (e.g. kernels/tune*.json)
         suite, m = data["suite"], data["meta"]
         if first:
             lines += [f"Device: {m.get('device_name')}; copy ceiling {m.get('ceiling_GBps', 0) / 1e3:.3f} TB/s "
