@@ -1168,7 +1168,9 @@ TOPK_SEG_BLOCKS_PER_SM = 8
 #: float32 k = 50 946 us against 1112 us in the block regime, bfloat16 761 against
 #: 1230; but k = 5 907 against 775, k = 10 (KP 16) 2.36 against 2.70 TB/s, and
 #: 128-element segments stream slowly: 512 x 32000 float32 k = 50 104 against 87;
-#: tools/seg_try.py rows, bench topk).
+#: tools/seg_try.py rows, bench topk). Segments there are whole batches (32 lanes x
+#: the unroll) where that leaves enough of them: 4096 x 131072 k = 50 float32 850
+#: against 945 us with 160-pack segments, bfloat16 670 against 761 (seg_try.py many).
 TOPK_SEG_ROWS_PER_SM = 2
 TOPK_SEG_MANY_MIN_KP = 32
 TOPK_SEG_MANY_MIN_ELEMS = 256
@@ -1255,12 +1257,14 @@ def topk_thresholds(dev: DeviceInfo) -> dict:
             "seg_min_segs_per_k": TOPK_SEG_MIN_SEGS_PER_K}
 
 
-def topk_seg_packs(L: int, in_dtype: str, min_packs: int = 32) -> tuple:
+def topk_seg_packs(L: int, in_dtype: str, min_packs: int = 32, multiple: int = 32) -> tuple:
     """(packs per segment, segments) of a row of L in the seg regime (the
-    worst row misalignment counted), segments of at least ``min_packs``."""
+    worst row misalignment counted): segments of at least ``min_packs``, a
+    multiple of ``multiple`` (itself a multiple of 32) packs."""
     pack = VECTOR_BYTES // numpy.dtype(_np_name(in_dtype)).itemsize
     packs = _cdiv(L + pack - 1, pack)
-    sp = max(min_packs, 32 * _cdiv(packs, 32 * TOPK_SEG_WMAX))
+    sp = max(min_packs, multiple * _cdiv(packs, multiple * TOPK_SEG_WMAX))
+    sp = _cdiv(sp, multiple) * multiple
     return sp, _cdiv(packs, sp)
 
 
@@ -1299,10 +1303,17 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
     many = rows >= TOPK_SEG_ROWS_PER_SM * sms
     if (mode != "safe" and kp <= TOPK_SEG_KP_MAX and rows <= TOPK_MAX_GRID_Y
             and (not many or kp >= TOPK_SEG_MANY_MIN_KP)):
-        sp, nseg = topk_seg_packs(L, in_dtype, max(32, TOPK_SEG_MANY_MIN_ELEMS // pack) if many else 32)
-        if nseg >= TOPK_SEG_MIN_SEGS_PER_K * k:
+        sunroll = max(1, TOPK_SEG_BATCH_ELEMS[csz] // pack)
+        need = TOPK_SEG_MIN_SEGS_PER_K * k
+        if many:  # whole batches when enough segments remain
+            sp, nseg = topk_seg_packs(L, in_dtype, max(32, TOPK_SEG_MANY_MIN_ELEMS // pack), 32 * sunroll)
+            if nseg < need:
+                sp, nseg = topk_seg_packs(L, in_dtype, max(32, TOPK_SEG_MANY_MIN_ELEMS // pack))
+        else:
+            sp, nseg = topk_seg_packs(L, in_dtype)
+        if nseg >= need:
             threads = TOPK_SEG_THREADS
-            unroll = max(1, TOPK_SEG_BATCH_ELEMS[csz] // pack)
+            unroll = sunroll
             # blocks per row: a segment per warp, but no more than
             # TOPK_SEG_BLOCKS_PER_SM x SMs blocks in all (warps then loop)
             nblk = max(1, min(_cdiv(nseg, threads // 32), _cdiv(TOPK_SEG_BLOCKS_PER_SM * sms, rows)))

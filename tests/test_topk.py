@@ -354,6 +354,11 @@ def test_seg_regime(dtype):
     assert _dispatch.plan_topk(more.shape[0], 9000, 17, dtype, dtype, dev).regime == "seg"
     assert _dispatch.plan_topk(more.shape[0], 9000, 16, dtype, dtype, dev).regime == "block"
     check(more, 17, log=True)
+    whole = to_gpu(make_data(rng, (th["seg_rows"], 20000), "normal"), dtype)
+    p = _dispatch.plan_topk(whole.shape[0], 20000, 17, dtype, dtype, dev)
+    csz = 8 if dtype == "float64" else 4
+    assert p.regime == "seg" and p.seg_packs % (32 * max(1, _dispatch.TOPK_SEG_BATCH_ELEMS[csz] // pack)) == 0
+    check(whole, 17)
     # k at the segment-count bound: seg at kseg, split above it
     _, n2 = _dispatch.topk_seg_packs(20000, dtype)
     kseg = min(n2 // th["seg_min_segs_per_k"], th["seg_kp_max"])

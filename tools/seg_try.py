@@ -121,3 +121,4 @@ if __name__ == "__main__":
         times2()
     if "rows" in what:
         rows()
+
