@@ -157,6 +157,9 @@ SPLIT_BLOCKS_PER_SM = 8
 #: for 32/64-bit and for 16-bit storage.
 STREAM_THREADS = 1024
 STREAM_UNROLL = 2
+#: The backward stream kernel's write pass runs from the row's end back (its
+#: REV flag), re-reading first what the sum pass read last.
+BWD_STREAM_REVERSE = True
 #: The paper's streaming forms (algorithm="naive" | "safe" | "online") all use
 #: one block shape, so the comparison between them is fair.
 STREAM_THREADS_PAPER = 512
@@ -307,6 +310,10 @@ def pack_width(in_dtype: str, out_dtype: str) -> int:
     """Elements per vector access for this dtype pair."""
     isz = max(numpy.dtype(_np_name(in_dtype)).itemsize, numpy.dtype(_np_name(out_dtype)).itemsize)
     return VECTOR_BYTES // isz
+
+
+def _cbool(b: bool) -> str:
+    return "true" if b else "false"
 
 
 def _np_name(d: str) -> str:
@@ -977,7 +984,7 @@ def plan_backward_rows(rows: int, L: int, y_dtype: str, dy_dtype: str, out_dtype
                           ws_dtype=cdt, extra=(pps,))
 
     # stream: sum pass, then write pass; one block per row
-    k = f"softmax_backward_stream<{head}, {STREAM_UNROLL}, {STREAM_THREADS}>"
+    k = f"softmax_backward_stream<{head}, {STREAM_UNROLL}, {STREAM_THREADS}, {_cbool(BWD_STREAM_REVERSE)}>"
     return LaunchPlan("stream", src, k, (min(rows, sms * MAX_BLOCKS_PER_SM),), (STREAM_THREADS,), pack)
 
 

@@ -329,10 +329,16 @@ CSM_DEVICE C stream_bwd_sum(const TY* yr, const TD* dr, i64 p_begin, i64 p_end, 
   return acc;
 }
 
-template <typename C, bool LOG, typename TY, typename TD, typename U, int PACK, int UNROLL, int THREADS>
+// REV: batches from the end of the range back (the sum pass read the end
+// last, so that part of the row is the likeliest to still be in L2).
+template <typename C, bool LOG, typename TY, typename TD, typename U, int PACK, int UNROLL, int THREADS,
+          bool REV = false>
 CSM_DEVICE void stream_bwd_write(const TY* yr, const TD* dr, U* xr, i64 p_begin, i64 p_end, int mis,
                                  i64 L, C s) {
-  for (i64 p0 = p_begin + threadIdx.x; p0 < p_end; p0 += (i64)THREADS * UNROLL) {
+  const i64 step = (i64)THREADS * UNROLL;
+  const i64 nb = (p_end - p_begin + step - 1) / step;
+  for (i64 j = 0; j < nb; ++j) {
+    const i64 p0 = p_begin + (REV ? nb - 1 - j : j) * step + threadIdx.x;
     C yv[UNROLL * PACK], dv[UNROLL * PACK];
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
@@ -351,9 +357,10 @@ CSM_DEVICE void stream_bwd_write(const TY* yr, const TD* dr, U* xr, i64 p_begin,
 
 // ---------------------------------------------------------------------------
 // softmax_backward_stream: one block per row (blocks stride over rows):
-// s = sum over the row (read y, dy), then dx (read y, dy, write dx).
+// s = sum over the row (read y, dy), then dx (read y, dy, write dx); REV:
+// the write pass runs from the row's end back.
 // ---------------------------------------------------------------------------
-template <typename TY, typename TD, typename U, bool LOG, int PACK, int UNROLL, int THREADS>
+template <typename TY, typename TD, typename U, bool LOG, int PACK, int UNROLL, int THREADS, bool REV>
 __global__ void __launch_bounds__(THREADS, 1)
 softmax_backward_stream(const TY* __restrict__ y, const TD* __restrict__ dy, U* __restrict__ dx,
                         i64 rows, i64 L, i64 sy, i64 sd, i64 sx) {
@@ -366,7 +373,7 @@ softmax_backward_stream(const TY* __restrict__ y, const TD* __restrict__ dy, U* 
     const i64 np = row_packs<PACK>(L, mis);
     C s = stream_bwd_sum<C, LOG, TY, TD, PACK, UNROLL, THREADS>(yr, dr, 0, np, mis, L);
     s = block_allreduce_sum<C, THREADS>(s, red);
-    stream_bwd_write<C, LOG, TY, TD, U, PACK, UNROLL, THREADS>(yr, dr, dx + r * sx, 0, np, mis, L, s);
+    stream_bwd_write<C, LOG, TY, TD, U, PACK, UNROLL, THREADS, REV>(yr, dr, dx + r * sx, 0, np, mis, L, s);
   }
 }
 

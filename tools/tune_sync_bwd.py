@@ -103,9 +103,10 @@ def bwd_candidates(R, L, dt, dev, log):
             out.append((f"block t{th} np{np_}", D.LaunchPlan(
                 "block", D.BWD_SOURCE, f"softmax_backward_block<{head}, {np_}, {th}>",
                 (min(R, sms * D.MAX_BLOCKS_PER_SM),), (th,), pack)))
-    out.append(("stream", D.LaunchPlan("stream", D.BWD_SOURCE,
-                                       f"softmax_backward_stream<{head}, {D.STREAM_UNROLL}, {D.STREAM_THREADS}>",
-                                       (min(R, sms * D.MAX_BLOCKS_PER_SM),), (D.STREAM_THREADS,), pack)))
+    for rev in ("true", "false"):  # the write pass from the row's end back, or forward
+        out.append((f"stream{' rev' if rev == 'true' else ''}", D.LaunchPlan(
+            "stream", D.BWD_SOURCE, f"softmax_backward_stream<{head}, {D.STREAM_UNROLL}, {D.STREAM_THREADS}, {rev}>",
+            (min(R, sms * D.MAX_BLOCKS_PER_SM),), (D.STREAM_THREADS,), pack)))
     arrs = 1 if log else 2
     for th in (256, 512, 1024):
         for st in (2, 3):
@@ -146,7 +147,9 @@ def time_candidates(tag, cands, make_call, error, tol, record):
     line.sort()
     d = {n: u for u, n in line}
     print(f"{tag} dispatch {d.get('dispatch', 0):7.2f} previous {d.get('previous', 0):7.2f} | "
-          + "; ".join(f"{n} {u:.2f}" for u, n in line[:3]), flush=True)
+          + "; ".join(f"{n} {u:.2f}" for u, n in line[:3])
+          + (f" | stream rev {d['stream rev']:.2f} fwd {d['stream']:.2f}" if 'stream' in d and 'stream rev' in d else ""),
+          flush=True)
 
 
 def run_fwd(shapes, dts, dev, res):
@@ -175,9 +178,9 @@ def run_fwd(shapes, dts, dev, res):
                                 1e-4 if dt == "float32" else 1e-2, record)
 
 
-def run_bwd(shapes, dts, dev, res):
+def run_bwd(shapes, dts, dev, res, logs=(False, True)):
     for dt in dts:
-        for log in (False, True):
+        for log in logs:
             rf = ref.log_softmax_backward if log else ref.softmax_backward
             op = "log_softmax_backward" if log else "softmax_backward"
             for R, L in shapes:
@@ -209,6 +212,7 @@ def main():
     ap.add_argument("--what", default="fwd,bwd")
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--bwd-shapes", default=None, help="RxL,RxL,... (backward shapes to time)")
+    ap.add_argument("--log-only", action="store_true", help="backward: log_softmax_backward only")
     a = ap.parse_args()
     dev = device_info(0)
     res = []
@@ -223,7 +227,7 @@ def main():
                   (512, 4096), (512, 8192), (512, 16384), (512, 32768), (1024, 8192)]
         if a.bwd_shapes:
             shapes = [tuple(int(v) for v in t.split("x")) for t in a.bwd_shapes.split(",")]
-        run_bwd(shapes, dts, dev, res)
+        run_bwd(shapes, dts, dev, res, (True,) if a.log_only else (False, True))
     if a.json:
         json.dump(res, open(a.json, "w"), indent=1)
 
