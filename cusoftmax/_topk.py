@@ -17,12 +17,12 @@ import numpy
 
 from . import _dispatch
 from ._arrays import _one_axis, analyze_layout, as_cupy, check_algorithm, float_dtype_for, out_dtype_for
-from ._launch import capture_guard, device_info, on_device
+from ._launch import Params, capture_guard, device_info, on_device
 from ._loader import get_kernel
 
 __all__ = ["softmax_topk", "TopK"]
 
-from ._launch import _cupy, _ndarray  # noqa: E402  (one CuPy import for all ops)
+from ._launch import _cupy, _current_stream, _drv_launch, _get_device, _ndarray  # noqa: E402
 
 #: Dynamic shared memory above this needs an opt-in (48 KB less the kernels'
 #: static shared memory, with margin).
@@ -75,9 +75,35 @@ class _Prepared:
     """Everything a call signature needs, computed once."""
     __slots__ = ("kind", "R", "L", "k", "odt", "work", "out_shape", "moved_shape", "axis",
                  "copy", "offx", "sx", "plan", "fn", "merge_fn", "gather_fn", "log", "code",
-                 "gather_grid", "md_dtype", "dev")
+                 "gather_grid", "md_dtype", "dev", "fast", "fptr", "dims", "ws_bytes")
 
     # -- launches ------------------------------------------------------------
+    def run_fast(self, x):
+        """One direct cuLaunchKernel with prebuilt arguments (one-launch
+        plans on rows taken straight from x, results in x's layout): the
+        per-call pointers go into their slots, nothing else is converted."""
+        vals = _cupy.empty(self.out_shape, self.odt)
+        idx = _cupy.empty(self.out_shape, numpy.int64)
+        prm = self.fast
+        stream = _current_stream().ptr
+        gx, gy, gz, bx, by, bz, sm = self.dims
+        with prm.lock:  # the driver copies the arguments before returning
+            v = prm.vals
+            v[0] = x.data.ptr + self.offx
+            v[1] = vals.data.ptr
+            v[2] = idx.data.ptr
+            if self.ws_bytes:  # seg: segment maxima, seconds, (m, d) partials; row counters
+                with capture_guard():
+                    ws = _cupy.empty(self.ws_bytes, numpy.uint8)
+                wk = ws.data.ptr
+                wmax = _dispatch.TOPK_SEG_WCAP
+                v[3] = wk
+                v[4] = wk + self.R * wmax * self.plan.cand_bytes
+                v[5] = v[4] + self.R * wmax * self.md_dtype.itemsize
+                v[6] = _seg_counters(self.dev, self.R)
+            _drv_launch(self.fptr, gx, gy, gz, bx, by, bz, sm, stream, prm.addr, 0)
+        return vals, idx
+
     def _rows_input(self, x):
         """(pointer, row stride, holder) of x as R contiguous rows of L."""
         if not self.copy:
@@ -248,8 +274,34 @@ def _prepare(x, k, axis, log, dtype, algorithm):
     p.gather_fn = _kernel(plan.gather_kernel, dev) if plan.gather_kernel else None
     p.md_dtype = numpy.dtype(plan.compute_dtype)
     p.dev = dev
+    p.fast = _fast_params(p)
     p.gather_grid = _dispatch.topk_aux_grid(p.R * k, info)
     return p
+
+
+def _fast_params(p: _Prepared):
+    """Prebuilt arguments of ``run_fast`` (None where it does not apply: two
+    launches, a copied or moved layout, no direct launch). Sets ``p.dims``,
+    ``p.fptr`` and ``p.ws_bytes``."""
+    plan = p.plan
+    fn = getattr(p.fn, "kernel", None)
+    if (p.kind != "fused" or p.copy or _drv_launch is None or fn is None
+            or (plan.splits > 1 and not plan.seg_packs) or p.out_shape != p.moved_shape):
+        return None
+    g = tuple(plan.grid) + (1, 1)
+    b = tuple(plan.block) + (1, 1)
+    p.dims = (g[0], g[1], g[2], b[0], b[1], b[2], plan.smem)
+    p.ws_bytes = 0
+    if plan.seg_packs:
+        wmax = _dispatch.TOPK_SEG_WCAP
+        p.ws_bytes = p.R * wmax * plan.cand_bytes + p.R * (wmax + 2 * plan.splits) * p.md_dtype.itemsize
+        args = (0, 0, 0, 0, 0, 0, 0, p.L, p.sx, p.k, plan.kp, plan.seg_packs, plan.seg_per_block, p.code,
+                p.log)
+    else:
+        args = (0, 0, 0, 0, 0, p.R, p.L, p.sx, p.k, plan.kp, plan.inc, int(plan.block_lists), plan.pps,
+                p.code, p.log)
+    p.fptr = fn.ptr
+    return Params(args)
 
 
 _cache: dict = {}
@@ -345,6 +397,8 @@ def softmax_topk(x, k, /, axis=-1, *, log=False, dtype=None, algorithm="auto") -
     if p.kind == "empty":
         return TopK(_cupy.empty(p.out_shape, p.odt), _cupy.empty(p.out_shape, numpy.int64))
     dev = x.data.device_id
+    if p.fast is not None and _get_device() == dev:
+        return TopK(*p.run_fast(x))
     with on_device(dev), capture_guard():
         vals, idx = p.run(x)
     return TopK(vals, idx)
