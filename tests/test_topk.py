@@ -178,6 +178,66 @@ def test_plan_regimes(dev):
                         assert p.kp >= k and p.splits * p.pps * pack >= L
 
 
+@pytest.mark.parametrize("dev", [H100, A100], ids=["H100", "A100"])
+def test_seg_many_rows_segments(dev):
+    """From seg_rows rows on, seg needs KP >= TOPK_SEG_MANY_MIN_KP and takes
+    segments of whole batches (32 lanes x the kernel's unroll) where at
+    least seg_min_segs_per_k x k of them remain, else the shorter ones."""
+    th = _dispatch.topk_thresholds(dev)
+    many = th["seg_rows"]
+    for dt in DTYPES:
+        pack = 16 // np_dtype(dt).itemsize
+        csz = 8 if dt == "float64" else 4
+        batch = 32 * max(1, _dispatch.TOPK_SEG_BATCH_ELEMS[csz] // pack)
+        assert _dispatch.plan_topk(many, 131072, 50, dt, dt, dev).seg_packs % batch == 0
+        for L in (20000, 40000, 131072, 10 ** 6):
+            for k in (17, 33, 64):
+                p = _dispatch.plan_topk(many, L, k, dt, dt, dev)
+                if p.regime != "seg":
+                    continue
+                whole = p.seg_packs % batch == 0
+                sp_w, n_w = _dispatch.topk_seg_packs(L, dt, max(32, _dispatch.TOPK_SEG_MANY_MIN_ELEMS // pack),
+                                                     batch)
+                assert whole == (n_w >= th["seg_min_segs_per_k"] * k), (dt, L, k, p.seg_packs)
+                assert p.seg_packs * pack >= _dispatch.TOPK_SEG_MANY_MIN_ELEMS
+        assert _dispatch.plan_topk(many, 131072, 16, dt, dt, dev).regime == "block"
+
+
+def test_direct_launch_selection():
+    """Which prepared calls take softmax_topk's direct launch: one-launch
+    plans (block, stream, seg) on rows read straight from x with results in
+    x's layout; not a split (two launches), a copied layout or a moved axis."""
+    from cusoftmax import _topk
+    if _topk._drv_launch is None:
+        pytest.skip("CuPy's driver launch binding is not importable")
+
+    class _Fn:  # a compiled kernel's stand-in: only its handle is read
+        class kernel:
+            ptr = 1234
+
+    def prepared(rows, L, k, copy=False, moved=False):
+        p = _topk._Prepared()
+        p.kind, p.copy, p.R, p.L, p.sx, p.k, p.code, p.log = "fused", copy, rows, L, L, k, 2, 0
+        p.plan = _dispatch.plan_topk(rows, L, k, "float32", "float32", H100)
+        p.out_shape = (rows, k)
+        p.moved_shape = (k, rows) if moved else (rows, k)
+        p.fn, p.md_dtype = _Fn(), np.dtype(np.float32)
+        return p
+
+    p = prepared(1, 128256, 50)
+    prm = _topk._fast_params(p)
+    assert p.plan.regime == "seg" and prm is not None and p.fptr == 1234
+    wmax = _dispatch.TOPK_SEG_WCAP
+    assert p.ws_bytes == wmax * 8 + (wmax + 2 * p.plan.splits) * 4
+    assert list(prm.vals)[7:] == [128256, 128256, 50, 64, p.plan.seg_packs, p.plan.seg_per_block, 2, 0]
+    p = prepared(4096, 1024, 5)
+    assert p.plan.regime == "block" and _topk._fast_params(p) is not None and p.ws_bytes == 0
+    assert list(prm.vals)[:7] == [0] * 7  # pointers: filled per call
+    assert _topk._fast_params(prepared(1, 10 ** 6, 100)) is None  # split
+    assert _topk._fast_params(prepared(4096, 1024, 5, copy=True)) is None
+    assert _topk._fast_params(prepared(4096, 1024, 5, moved=True)) is None
+
+
 # (NVRTC compile check of every top-k instantiation: tests/test_compile.py)
 
 
