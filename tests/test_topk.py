@@ -203,6 +203,23 @@ def test_seg_many_rows_segments(dev):
         assert _dispatch.plan_topk(many, 131072, 16, dt, dt, dev).regime == "block"
 
 
+def test_seg_constants_match_kernel():
+    """The dispatcher's view of topk_seg's compile-time limits (block size,
+    segment capacity, list length) is the kernel's."""
+    import re
+    from cusoftmax._loader import kernel_dir
+    import os
+    src = open(os.path.join(kernel_dir(), "topk.cu")).read()
+
+    def define(name):
+        return int(re.search(rf"#define {name} (\d+)", src).group(1))
+
+    assert _dispatch.TOPK_SEG_THREADS <= define("TOPK_SEG_THREADS")
+    assert _dispatch.TOPK_SEG_WCAP == define("TOPK_SEG_WMAX") and _dispatch.TOPK_SEG_WMAX <= _dispatch.TOPK_SEG_WCAP
+    assert _dispatch.TOPK_SEG_KP_MAX == define("TOPK_SEG_KP_MAX")
+    assert (define("TOPK_SEG_RANK_MAX"), define("TOPK_SEG_INC")) == (256, 2048)  # test_seg_regime's paths
+
+
 def test_direct_launch_selection():
     """Which prepared calls take softmax_topk's direct launch: one-launch
     plans (block, stream, seg) on rows read straight from x with results in
