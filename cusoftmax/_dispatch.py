@@ -316,10 +316,6 @@ def pack_width(in_dtype: str, out_dtype: str) -> int:
     return VECTOR_BYTES // isz
 
 
-def _cbool(b: bool) -> str:
-    return "true" if b else "false"
-
-
 def _np_name(d: str) -> str:
     return "uint16" if d == "bfloat16" else d
 
@@ -988,7 +984,7 @@ def plan_backward_rows(rows: int, L: int, y_dtype: str, dy_dtype: str, out_dtype
                           ws_dtype=cdt, extra=(pps,))
 
     # stream: sum pass, then write pass; one block per row
-    k = f"softmax_backward_stream<{head}, {STREAM_UNROLL}, {STREAM_THREADS}, {_cbool(BWD_STREAM_REVERSE)}>"
+    k = f"softmax_backward_stream<{head}, {STREAM_UNROLL}, {STREAM_THREADS}, {'true' if BWD_STREAM_REVERSE else 'false'}>"
     return LaunchPlan("stream", src, k, (min(rows, sms * MAX_BLOCKS_PER_SM),), (STREAM_THREADS,), pack)
 
 
@@ -1261,7 +1257,7 @@ def topk_inc(kp: int) -> int:
 def topk_thresholds(dev: DeviceInfo) -> dict:
     """Boundaries of the top-k regimes, for tests and docs: k above ``kp_max``
     sorts; rows below ``seg_rows`` with next_pow2(k) <= ``seg_kp_max`` and
-    at least ``seg_min_segs_per_k`` x k segments (``topk_seg_count``) take
+    at least ``seg_min_segs_per_k`` x k segments (``topk_seg_packs``) take
     seg; else rows below ``split_rows`` with L >= ``split_cols`` split."""
     return {"kp_max": TOPK_KP_MAX, "split_rows": TOPK_SPLIT_ROWS_PER_SM * dev.sm_count,
             "split_cols": 2 * TOPK_SPLIT_MIN_ELEMS, "max_packed_row": TOPK_MAX_PACKED_ROW,

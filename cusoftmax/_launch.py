@@ -176,27 +176,40 @@ class Params:
 
 
 _sync_ws: dict = {}
+_sync_retired: list = []  # replaced (smaller) buffers: queued launches or captured graphs may use them
 _sync_lock = threading.Lock()
 
 
-def sync_workspace(device_id: int, stream_ptr: int) -> int:
-    """Address of the zeroed barrier workspace of ``softmax_rowsync`` for one
-    (device, stream). Launches on one stream run in order and each leaves
-    its counters at zero, so a stream reuses one buffer; different streams
-    (which may run at once) get their own. Kept for the life of the process
-    (a few KB per stream; CUDA graphs may replay launches that use it)."""
-    key = (device_id, stream_ptr)
+def zeroed_workspace(device_id: int, stream_ptr: int, kind: str, nbytes: int) -> int:
+    """Address of a zeroed workspace of at least ``nbytes`` for one kernel
+    family ``kind`` and one (device, stream). Kernels that count blocks in
+    it leave it at zero again, and launches on one stream run in order, so a
+    stream reuses one buffer; different streams (which may run at once) and
+    families get their own. Buffers are kept for the life of the process (a
+    few KB per stream; CUDA graphs may replay launches that use them), also
+    when a larger one replaces them."""
+    key = (kind, device_id, stream_ptr)
     buf = _sync_ws.get(key)
-    if buf is None:
-        from ._dispatch import ROWSYNC_WS_BYTES_PER_SM
-
+    if buf is None or buf.nbytes < nbytes:
         with _sync_lock, on_device(device_id):
             buf = _sync_ws.get(key)
-            if buf is None:
-                sms = device_info(device_id).sm_count
-                buf = _cupy.zeros(ROWSYNC_WS_BYTES_PER_SM * sms + 256, numpy.uint8)
+            if buf is None or buf.nbytes < nbytes:
+                if buf is not None:
+                    _sync_retired.append(buf)
+                buf = _cupy.zeros(nbytes, numpy.uint8)
                 _sync_ws[key] = buf
     return buf.data.ptr
+
+
+def sync_workspace(device_id: int, stream_ptr: int) -> int:
+    """The barrier workspace of ``softmax_rowsync`` (``zeroed_workspace``)."""
+    buf = _sync_ws.get(("rowsync", device_id, stream_ptr))
+    if buf is not None:
+        return buf.data.ptr
+    from ._dispatch import ROWSYNC_WS_BYTES_PER_SM
+
+    return zeroed_workspace(device_id, stream_ptr, "rowsync",
+                            ROWSYNC_WS_BYTES_PER_SM * device_info(device_id).sm_count + 256)
 
 
 _coop_fn = None

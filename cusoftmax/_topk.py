@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import math
 import operator
-import threading
 from typing import Any, NamedTuple
 
 import numpy
 
 from . import _dispatch
 from ._arrays import _one_axis, analyze_layout, as_cupy, check_algorithm, float_dtype_for, out_dtype_for
-from ._launch import Params, capture_guard, device_info, on_device
+from ._launch import Params, capture_guard, device_info, on_device, zeroed_workspace
 from ._loader import get_kernel
 
 __all__ = ["softmax_topk", "TopK"]
@@ -75,7 +74,7 @@ class _Prepared:
     """Everything a call signature needs, computed once."""
     __slots__ = ("kind", "R", "L", "k", "odt", "work", "out_shape", "moved_shape", "axis",
                  "copy", "offx", "sx", "plan", "fn", "merge_fn", "gather_fn", "log", "code",
-                 "gather_grid", "md_dtype", "dev", "fast", "fptr", "dims", "ws_bytes")
+                 "gather_grid", "md_dtype", "dev", "fast", "fptr", "dims", "ws_bytes", "ws_offs")
 
     # -- launches ------------------------------------------------------------
     def run_fast(self, x):
@@ -87,22 +86,28 @@ class _Prepared:
         prm = self.fast
         stream = _current_stream().ptr
         gx, gy, gz, bx, by, bz, sm = self.dims
+        if self.ws_bytes:  # seg
+            wk, wv, wm, cnt, ws = self._seg_workspace(stream)
         with prm.lock:  # the driver copies the arguments before returning
             v = prm.vals
             v[0] = x.data.ptr + self.offx
             v[1] = vals.data.ptr
             v[2] = idx.data.ptr
-            if self.ws_bytes:  # seg: segment maxima, seconds, (m, d) partials; row counters
-                with capture_guard():
-                    ws = _cupy.empty(self.ws_bytes, numpy.uint8)
-                wk = ws.data.ptr
-                wmax = _dispatch.TOPK_SEG_WCAP
-                v[3] = wk
-                v[4] = wk + self.R * wmax * self.plan.cand_bytes
-                v[5] = v[4] + self.R * wmax * self.md_dtype.itemsize
-                v[6] = _seg_counters(self.dev, self.R)
+            if self.ws_bytes:
+                v[3], v[4], v[5], v[6] = wk, wv, wm, cnt
             _drv_launch(self.fptr, gx, gy, gz, bx, by, bz, sm, stream, prm.addr, 0)
         return vals, idx
+
+    def _seg_workspace(self, stream: int):
+        """topk_seg's workspace: (segment maxima, their seconds, (m, d)
+        partials, row counters) pointers and the allocation behind the first
+        three, to hold until the launch is queued."""
+        with capture_guard():
+            ws = _cupy.empty(self.ws_bytes, numpy.uint8)
+        wk = ws.data.ptr
+        ov, om = self.ws_offs
+        cnt = zeroed_workspace(self.dev, stream, "topk_seg", 4 * max(1024, self.R))
+        return wk, wk + ov, wk + om, cnt, ws
 
     def _rows_input(self, x):
         """(pointer, row stride, holder) of x as R contiguous rows of L."""
@@ -127,15 +132,10 @@ class _Prepared:
         p, R = self.plan, self.R
         wsk = wsm = None
         wk = wm = 0
-        if p.seg_packs:  # one launch: per-row segment maxima, (m, d) partials, counters
-            wmax = _dispatch.TOPK_SEG_WCAP
-            wsk = _cupy.empty(R * wmax * p.cand_bytes, numpy.uint8)
-            wsv = _cupy.empty(R * (wmax + 2 * p.splits), self.md_dtype)  # seconds, then (m, d)
-            wv = wsv.data.ptr
-            self.fn(p.grid, p.block, (xp, vptr, idx.data.ptr, wsk.data.ptr, wv,
-                                      wv + R * wmax * self.md_dtype.itemsize, _seg_counters(self.dev, R),
-                                      self.L, sx, self.k, p.kp, p.seg_packs, p.seg_per_block, self.code,
-                                      self.log))
+        if p.seg_packs:  # one launch
+            wk, wv, wm, cnt, ws = self._seg_workspace(_current_stream().ptr)
+            self.fn(p.grid, p.block, (xp, vptr, idx.data.ptr, wk, wv, wm, cnt, self.L, sx, self.k, p.kp,
+                                      p.seg_packs, p.seg_per_block, self.code, self.log))
             return
         if p.splits > 1:
             wsk = _cupy.empty(R * p.splits * p.kp * p.cand_bytes, numpy.uint8)
@@ -184,29 +184,6 @@ class _Prepared:
         if self.axis is not None and self.axis != len(self.moved_shape) - 1:
             a = _cupy.ascontiguousarray(_cupy.moveaxis(a, -1, self.axis))
         return a
-
-
-_counters: dict = {}
-_counters_lock = threading.Lock()
-
-
-def _seg_counters(device_id: int, rows: int) -> int:
-    """Address of at least ``rows`` zeroed row counters of ``topk_seg`` for
-    the current stream of ``device_id``: launches on one stream run in order
-    and each leaves its counters at zero, so a stream reuses one array;
-    streams that may run at once get their own."""
-    key = (device_id, _cupy.cuda.get_current_stream().ptr)
-    c = _counters.get(key)
-    if c is None or c.size < rows:
-        with _counters_lock:
-            c = _counters.get(key)
-            if c is None or c.size < rows:
-                # a larger array replaces the old one: launches already queued
-                # on this stream keep theirs (CuPy's pool reuses freed memory
-                # in stream order)
-                c = _cupy.zeros(max(1024, rows), numpy.uint32)
-                _counters[key] = c
-    return c.data.ptr
 
 
 def _kernel(name: str, device_id: int, smem: int = 0):
@@ -274,15 +251,29 @@ def _prepare(x, k, axis, log, dtype, algorithm):
     p.gather_fn = _kernel(plan.gather_kernel, dev) if plan.gather_kernel else None
     p.md_dtype = numpy.dtype(plan.compute_dtype)
     p.dev = dev
+    _seg_layout(p)
     p.fast = _fast_params(p)
     p.gather_grid = _dispatch.topk_aux_grid(p.R * k, info)
     return p
 
 
+def _seg_layout(p: _Prepared) -> None:
+    """``p.ws_bytes`` (0 but for topk_seg) and ``p.ws_offs``: topk_seg's
+    workspace holds R x TOPK_SEG_WCAP candidates, then as many seconds
+    (offset ws_offs[0]), then R x splits (m, d) partials (ws_offs[1])."""
+    plan = p.plan
+    p.ws_bytes = 0
+    if plan.seg_packs:
+        wcap, csz = _dispatch.TOPK_SEG_WCAP, p.md_dtype.itemsize
+        ov = p.R * wcap * plan.cand_bytes
+        p.ws_offs = (ov, ov + p.R * wcap * csz)
+        p.ws_bytes = p.ws_offs[1] + 2 * p.R * plan.splits * csz
+
+
 def _fast_params(p: _Prepared):
     """Prebuilt arguments of ``run_fast`` (None where it does not apply: two
-    launches, a copied or moved layout, no direct launch). Sets ``p.dims``,
-    ``p.fptr`` and ``p.ws_bytes``."""
+    launches, a copied or moved layout, no direct launch). Sets ``p.dims``
+    and ``p.fptr``."""
     plan = p.plan
     fn = getattr(p.fn, "kernel", None)
     if (p.kind != "fused" or p.copy or _drv_launch is None or fn is None
@@ -291,10 +282,7 @@ def _fast_params(p: _Prepared):
     g = tuple(plan.grid) + (1, 1)
     b = tuple(plan.block) + (1, 1)
     p.dims = (g[0], g[1], g[2], b[0], b[1], b[2], plan.smem)
-    p.ws_bytes = 0
     if plan.seg_packs:
-        wmax = _dispatch.TOPK_SEG_WCAP
-        p.ws_bytes = p.R * wmax * plan.cand_bytes + p.R * (wmax + 2 * plan.splits) * p.md_dtype.itemsize
         args = (0, 0, 0, 0, 0, 0, 0, p.L, p.sx, p.k, plan.kp, plan.seg_packs, plan.seg_per_block, p.code,
                 p.log)
     else:

@@ -207,3 +207,34 @@ def test_shared_kernel_opt_in_only_grows(monkeypatch):
     lb.cols(0, 0, 1, 1500, 4096, 0, 4096, 0, 4096)
     ls.cols(0, 0, 1, 1024, 4096, 0, 4096, 0, 4096)
     assert fn.launched == [big.smem, small.smem]
+
+
+def test_zeroed_workspace_per_kind_and_stream_grows_and_keeps(monkeypatch):
+    """One zeroed buffer per (kernel family, device, stream), reused; a
+    request for more replaces it with a larger one and keeps the old alive
+    (queued launches and captured graphs may still use it)."""
+    made = []
+
+    class _Buf:
+        def __init__(self, n):
+            self.nbytes = n
+            self.data = type("D", (), {"ptr": 4096 * (len(made) + 1)})()
+            made.append(self)
+
+    class _FakeCupy:
+        @staticmethod
+        def zeros(n, dtype):
+            return _Buf(n)
+
+    monkeypatch.setattr(_launch, "_cupy", _FakeCupy)
+    monkeypatch.setattr(_launch, "on_device", lambda d: contextlib.nullcontext())
+    monkeypatch.setattr(_launch, "_sync_ws", {})
+    monkeypatch.setattr(_launch, "_sync_retired", [])
+    a = _launch.zeroed_workspace(0, 11, "topk_seg", 4096)
+    assert _launch.zeroed_workspace(0, 11, "topk_seg", 100) == a and len(made) == 1
+    b = _launch.zeroed_workspace(0, 12, "topk_seg", 4096)  # another stream
+    c = _launch.zeroed_workspace(0, 11, "rowsync", 4096)  # another family
+    assert len({a, b, c}) == 3
+    d = _launch.zeroed_workspace(0, 11, "topk_seg", 8192)  # grows
+    assert d != a and made[-1].nbytes == 8192 and _launch._sync_retired == [made[0]]
+    assert _launch.zeroed_workspace(0, 11, "topk_seg", 4096) == d

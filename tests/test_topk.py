@@ -239,6 +239,7 @@ def test_direct_launch_selection():
         p.out_shape = (rows, k)
         p.moved_shape = (k, rows) if moved else (rows, k)
         p.fn, p.md_dtype = _Fn(), np.dtype(np.float32)
+        _topk._seg_layout(p)
         return p
 
     p = prepared(1, 128256, 50)
