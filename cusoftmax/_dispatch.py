@@ -215,6 +215,17 @@ COLS_SPLIT_UNROLL = 8
 #: axes of 512-4096 stay staged ((2048, 4096): 1.42x vs 1.57x).
 COLS_SPLIT_BELOW_L = 512
 COLS_SPLIT_FROM_L = 8192
+#: One-launch strided axes (softmax_cols_sync): the split stream's tiles,
+#: each block holding NR packs a thread in registers (rows of the tile:
+#: THREADS / TX x NR), the tile's blocks meeting at a barrier; launched
+#: cooperatively (all blocks resident). COLS_SYNC_NR: the NR instantiated,
+#: each with the blocks per SM its __launch_bounds__ guarantees
+#: (COLS_SYNC_MINB); the smallest NR whose grid fits at once is taken, else
+#: the largest in rounds of whole tiles, up to COLS_SYNC_MAX_ROUNDS.
+COLS_SYNC_THREADS = 256
+COLS_SYNC_NR = (4, 16)
+COLS_SYNC_MINB = {4: 4, 16: 2}
+COLS_SYNC_MAX_ROUNDS = 64
 #: Grid-stride kernels launch at most this many blocks per SM.
 MAX_BLOCKS_PER_SM = 32
 #: Allowed "packs per thread" values (template instantiations): a need is
@@ -588,7 +599,7 @@ def cols_prefers_copy(plan: LaunchPlan, O: int, L: int, I: int, dev: DeviceInfo)
     """True when a cols plan streams the axis twice over fewer tiles than
     COLS_COPY_TILES_PER_SM x SMs: too few blocks to reach the memory system,
     so a transposing copy to rows (and back) is faster."""
-    if plan.pre_kernel:  # the split stream: the axis itself is split over blocks
+    if plan.pre_kernel or plan.sync:  # the axis itself is split over blocks
         return False
     if "softmax_cols_staged" in plan.kernel:
         # one read, but fewer blocks than half the SMs cannot reach the memory system
@@ -684,6 +695,46 @@ def _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec, segment=COLS_S
     ws = 2 * tiles * splits * w + 2 * tiles * w + _cdiv(4 * tiles, csz)
     return LaunchPlan("cols", "softmax.cu", k, (tiles, splits), (th,), 1, pre_kernel=pre,
                       pre_grid=(tiles, splits), ws_elems=ws, ws_dtype=cdt, extra=(tx, lps, tiles))
+
+
+def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None) -> Optional[LaunchPlan]:
+    """softmax_cols_sync: the split stream's tiles in one cooperative launch,
+    x read once (rows held in registers). ``nr``: packs a thread (one of
+    COLS_SYNC_NR; None: the smallest whose grid fits at once, else the
+    largest in rounds). None when a tile's blocks cannot all be resident or
+    more than COLS_SYNC_MAX_ROUNDS rounds would be needed. Its ``fallback``
+    (a refused cooperative launch) is the split stream."""
+    T, U = CTYPE[in_dtype], CTYPE[out_dtype]
+    LG = "true" if log else "false"
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    osz = numpy.dtype(_np_name(out_dtype)).itemsize
+    vmax = VECTOR_BYTES // max(isz, osz)
+    v = vmax if vec >= vmax else 1
+    th = COLS_SYNC_THREADS
+    w = max(v, min(COLS_SPLIT_SEGMENT // isz, _next_pow2(I), 32 * v))
+    tx = w // v
+    ny = th // tx
+    tiles = O * _cdiv(I, w)
+    choice = None
+    for r in (COLS_SYNC_NR if nr is None else (nr,)):
+        splits = _cdiv(L, ny * r)
+        cap = COLS_SYNC_MINB[r] * dev.sm_count
+        if splits > cap:
+            continue
+        per_round = (cap // splits) * splits
+        choice = (r, splits, min(per_round, tiles * splits))
+        if tiles * splits <= cap:
+            break
+    if choice is None:
+        return None
+    r, splits, grid = choice
+    if _cdiv(tiles * splits, grid) > COLS_SYNC_MAX_ROUNDS:
+        return None
+    cdt = "float64" if compute_itemsize(in_dtype, out_dtype) == 8 else "float32"
+    k = f"softmax_cols_sync<{T}, {U}, {LG}, {v}, {th}, {r}, {COLS_SYNC_MINB[r]}>"
+    return LaunchPlan("cols", "softmax.cu", k, (grid,), (th,), 1, ws_elems=2 * tiles * splits * w,
+                      ws_dtype=cdt, extra=(tx, splits, tiles), sync=True,
+                      fallback=_plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec))
 
 
 def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,

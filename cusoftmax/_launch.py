@@ -330,6 +330,27 @@ class Launch:
             "CUDA errors are sticky: an earlier kernel on this device may have caused it; "
             "rerun with CUDA_LAUNCH_BLOCKING=1 to locate it")
 
+    def _cols_sync(self, xptr, yptr, O, L, I, sxo, sxl, syo, syl) -> None:
+        """softmax_cols_sync: partials in a pool buffer, tile counters in the
+        per-stream zeroed workspace, one cooperative launch; the split stream
+        (the plan's fallback) where the driver refuses the grid."""
+        tx, splits, tiles = self.extra
+        stream = _current_stream().ptr
+        part = _cupy.empty(self.ws_elems, self.ws_dtype)
+        cnt = zeroed_workspace(self.device_id, stream, "colsync", (8 * tiles + 255) // 256 * 256)
+        prm = Params((xptr, yptr, O, L, I, sxo, sxl, syo, syl, splits, tx, part.data.ptr, cnt))
+        gx, gy, gz, bx, by, bz, sm = self.dims
+        rc = _coop_launch(self.fptr, gx, gy, gz, bx, by, bz, sm, stream, prm.addr)
+        if rc == _COOP_TOO_LARGE and self.plan.fallback is not None:
+            if self.fallback is None:
+                self.fallback = Launch(self.plan.fallback, self.device_id, self.op)
+            self.fallback.cols(xptr, yptr, O, L, I, sxo, sxl, syo, syl)
+        elif rc:
+            raise RuntimeError(
+                f"cusoftmax.{self.op}: cuLaunchCooperativeKernel failed (CUresult {rc}) for the "
+                f"{self.plan.regime} kernel {self.plan.kernel} (grid {self.grid}, block {self.block}) "
+                f"on shape (outer {O}, reduced {L}, inner {I})")
+
     def rows(self, xptr: int, yptr: int, R: int, L: int, sx: int, sy: int) -> None:
         """Launch on the rows layout (all pointers/strides in elements' units
         already applied: ptrs are byte addresses, strides in elements)."""
@@ -353,6 +374,9 @@ class Launch:
 
     def cols(self, xptr, yptr, O, L, I, sxo, sxl, syo, syl) -> None:
         try:
+            if self.sync:
+                self._cols_sync(xptr, yptr, O, L, I, sxo, sxl, syo, syl)
+                return
             if self.pre_fn is None:
                 self.fn(self.grid, self.block, (xptr, yptr, O, L, I, sxo, sxl, syo, syl,
                                                 numpy.int32(self.extra[0])), shared_mem=self.smem)

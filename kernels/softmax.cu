@@ -26,6 +26,9 @@
 //                    the same layout, long axes: the axis split over blocks,
 //                    per-column (max, sum) partials in a workspace, then a
 //                    second pass (reversed, re-reading from L2) that writes y.
+//   softmax_cols_sync  the same layout in one launch: the axis split over
+//                    co-resident blocks that hold their rows in registers and
+//                    meet at a per-tile barrier (one read of x, one write of y).
 // Every kernel takes T (input storage), U (output storage) and LOG (log-softmax);
 // arithmetic is in C = float, or double when either side is double.
 #include "common.cuh"
@@ -956,5 +959,112 @@ softmax_cols_split_finish(const T* __restrict__ x, U* __restrict__ y,
     for (int e = 0; e < VEC; ++e)
       q.v[e] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(p.v[e]), m[e], sc[e]));
     store_pack<U, VEC>(yp, q);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// softmax_cols_sync: the split stream's layout and tiles in one launch, x read
+// once. Work item q = t * splits + s is rows [s * NY * NR, (s + 1) * NY * NR)
+// of tile t (one o, W = TX * VEC consecutive i); a thread keeps its NR packs
+// (rows ly, ly + NY, ...) in registers. The grid's G blocks are all resident
+// (cooperative launch; G a multiple of splits) and block b takes items b,
+// b + G, ...: round j is the whole tiles [j G / splits, (j + 1) G / splits),
+// so a tile's blocks are in the same round. Each block publishes its
+// per-column (max, sum) partial, waits at the tile's barrier, merges the
+// tile's partials (same order in every block: identical totals) and writes
+// its rows. `cnt`: 2 counters per tile, zero on entry, left zero (the
+// launcher's per-stream zeroed workspace); `part`: tiles * splits * W (m, d).
+// ---------------------------------------------------------------------------
+CSM_DEVICE i64 cols_sync_counter_bytes(i64 tiles) { return (8 * tiles + 255) / 256 * 256; }
+
+template <typename T, typename U, bool LOG, int VEC, int THREADS, int NR, int MINB>
+__global__ void __launch_bounds__(THREADS, MINB)
+softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
+                  i64 sxo, i64 sxl, i64 syo, i64 syl, i64 splits, int TX,
+                  typename ComputeOf2<T, U>::type* __restrict__ part, unsigned* __restrict__ cnt) {
+  typedef typename ComputeOf2<T, U>::type C;
+  typedef Pack<T, VEC> P;
+  constexpr int WARPS = THREADS / 32;
+  __shared__ MD<C> red[WARPS * COLS_SPLIT_W_MAX];
+  const int tx = threadIdx.x % TX, ly = threadIdx.x / TX, NY = THREADS / TX;
+  const i64 W = (i64)TX * VEC, tiles_i = (I + W - 1) / W;
+  const i64 items = O * tiles_i * splits;
+  for (i64 q = blockIdx.x; q < items; q += gridDim.x) {
+    const i64 t = q / splits, s = q - t * splits;
+    const i64 o = t / tiles_i, i0 = (t - o * tiles_i) * W, i = i0 + (i64)tx * VEC;
+    const i64 l0 = s * NY * NR + ly;
+    // rows of this thread inside the axis: u < nv
+    const int nv = l0 < L ? (int)min((i64)NR, (L - l0 + NY - 1) / NY) : 0;
+    P v[NR];
+    MD<C> md[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
+    if (i < I) {
+      const T* xp = x + o * sxo + i + l0 * sxl;
+#pragma unroll
+      for (int u = 0; u < NR; ++u)
+        if (u < nv) v[u] = load_pack<T, VEC>(xp + (i64)u * NY * sxl);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        C c[NR];
+#pragma unroll
+        for (int u = 0; u < NR; ++u)
+          c[u] = u < nv ? to_compute<C>(v[u].v[e]) : Num<C>::neg_inf();
+        md_accumulate<C, NR>(md[e], c);
+      }
+    }
+    __syncthreads();  // red may still be read by the previous item
+    cols_warp_fold<C, VEC, COLS_SPLIT_W_MAX>(md, TX, red);
+    __syncthreads();
+    const int cw = threadIdx.x;
+    if (cw < W && i0 + cw < I) {
+      MD<C> r = md_identity<C>();
+      for (int w = 0; w < WARPS; ++w) r = md_merge(r, red[w * COLS_SPLIT_W_MAX + cw]);
+      C* p = part + ((t * splits + s) * W + cw) * 2;
+      p[0] = r.m;
+      p[1] = r.d;
+    }
+    __syncthreads();  // the partial stores precede thread 0's (cumulative) fence
+    if (threadIdx.x == 0) row_barrier_arrive(cnt + 2 * t, (unsigned)splits);
+    __syncthreads();
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
+    if (i < I) {
+      for (i64 k = ly; k < splits; k += NY) {
+        const C* p = part + ((t * splits + k) * W + (i64)tx * VEC) * 2;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          MD<C> o2;
+          o2.m = __ldcg(p + 2 * e);  // written by other blocks: L2, not L1
+          o2.d = __ldcg(p + 2 * e + 1);
+          md[e] = md_merge(md[e], o2);
+        }
+      }
+    }
+    __syncthreads();  // everyone is done with red's partials above
+    cols_warp_fold<C, VEC, COLS_SPLIT_W_MAX>(md, TX, red);
+    __syncthreads();  // also: every thread of the block has read the tile's partials
+    if (threadIdx.x == 0) row_barrier_depart(cnt + 2 * t, (unsigned)splits);
+    if (i < I) {
+      C m[VEC], sc[VEC];
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        MD<C> tot = md_identity<C>();
+        for (int w = 0; w < WARPS; ++w) tot = md_merge(tot, red[w * COLS_SPLIT_W_MAX + tx * VEC + e]);
+        m[e] = tot.m;
+        sc[e] = row_scale<C, LOG>(tot);
+      }
+      U* yp = y + o * syo + i + l0 * syl;
+#pragma unroll
+      for (int u = 0; u < NR; ++u) {
+        if (u < nv) {
+          Pack<U, VEC> r;
+#pragma unroll
+          for (int e = 0; e < VEC; ++e)
+            r.v[e] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(v[u].v[e]), m[e], sc[e]));
+          store_pack<U, VEC>(yp + (i64)u * NY * syl, r);
+        }
+      }
+    }
   }
 }
