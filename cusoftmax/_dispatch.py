@@ -224,7 +224,7 @@ COLS_SPLIT_FROM_L = 8192
 #: the largest in rounds of whole tiles, up to COLS_SYNC_MAX_ROUNDS.
 COLS_SYNC_THREADS = 256
 COLS_SYNC_NR = (4, 16)
-COLS_SYNC_MINB = {4: 4, 16: 2}
+COLS_SYNC_MINB = {4: 3, 16: 2}
 COLS_SYNC_MAX_ROUNDS = 64
 #: Grid-stride kernels launch at most this many blocks per SM.
 MAX_BLOCKS_PER_SM = 32
@@ -697,19 +697,23 @@ def _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec, segment=COLS_S
                       pre_grid=(tiles, splits), ws_elems=ws, ws_dtype=cdt, extra=(tx, lps, tiles))
 
 
-def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None) -> Optional[LaunchPlan]:
+def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=None) -> Optional[LaunchPlan]:
     """softmax_cols_sync: the split stream's tiles in one cooperative launch,
     x read once (rows held in registers). ``nr``: packs a thread (one of
     COLS_SYNC_NR; None: the smallest whose grid fits at once, else the
     largest in rounds). None when a tile's blocks cannot all be resident or
-    more than COLS_SYNC_MAX_ROUNDS rounds would be needed. Its ``fallback``
-    (a refused cooperative launch) is the split stream."""
+    more than COLS_SYNC_MAX_ROUNDS rounds would be needed. ``pf``: prefetch
+    each block's next item into shared memory (None: when there are several
+    rounds and packs are 16 bytes). Its ``fallback`` (a refused cooperative
+    launch) is the split stream."""
     T, U = CTYPE[in_dtype], CTYPE[out_dtype]
     LG = "true" if log else "false"
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
     osz = numpy.dtype(_np_name(out_dtype)).itemsize
     vmax = VECTOR_BYTES // max(isz, osz)
     v = vmax if vec >= vmax else 1
+    if v * isz != VECTOR_BYTES or compute_itemsize(in_dtype, out_dtype) == 8:
+        return None  # 16-byte packs of x (cp.async) and float arithmetic only
     th = COLS_SYNC_THREADS
     w = max(v, min(COLS_SPLIT_SEGMENT // isz, _next_pow2(I), 32 * v))
     tx = w // v
@@ -728,11 +732,14 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None) -> Opt
     if choice is None:
         return None
     r, splits, grid = choice
-    if _cdiv(tiles * splits, grid) > COLS_SYNC_MAX_ROUNDS:
+    rounds = _cdiv(tiles * splits, grid)
+    if rounds > COLS_SYNC_MAX_ROUNDS:
         return None
+    pf = True if pf is None else pf
     cdt = "float64" if compute_itemsize(in_dtype, out_dtype) == 8 else "float32"
-    k = f"softmax_cols_sync<{T}, {U}, {LG}, {v}, {th}, {r}, {COLS_SYNC_MINB[r]}>"
+    k = f"softmax_cols_sync<{T}, {U}, {LG}, {v}, {th}, {r}, {COLS_SYNC_MINB[r]}, {'true' if pf else 'false'}>"
     return LaunchPlan("cols", "softmax.cu", k, (grid,), (th,), 1, ws_elems=2 * tiles * splits * w,
+                      smem=r * th * VECTOR_BYTES if pf else 0,
                       ws_dtype=cdt, extra=(tx, splits, tiles), sync=True,
                       fallback=_plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec))
 

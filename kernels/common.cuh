@@ -479,10 +479,10 @@ CSM_DEVICE unsigned ld_acquire_gpu(const unsigned* p) {
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
-CSM_DEVICE void row_barrier_arrive(unsigned* cnt, unsigned n) {
+CSM_DEVICE void row_barrier_arrive(unsigned* cnt, unsigned n, unsigned poll_ns = 32) {
   __threadfence();  // this block's partial is visible before it is counted
   atomicAdd(cnt, 1u);
-  while (ld_acquire_gpu(cnt) < n) __nanosleep(32);
+  while (ld_acquire_gpu(cnt) < n) __nanosleep(poll_ns);
 }
 CSM_DEVICE void row_barrier_depart(unsigned* cnt, unsigned n) {
   if (atomicAdd(cnt + 1, 1u) == n - 1) {  // every block has passed arrive: reset

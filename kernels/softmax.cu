@@ -784,6 +784,10 @@ softmax_cols_staged(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i6
 // VEC > 1 needs I, every stride and both base pointers to be multiples of VEC.
 // ---------------------------------------------------------------------------
 #define COLS_SPLIT_W_MAX 256
+// softmax_cols_sync's barrier poll interval (ns)
+#ifndef COLS_SYNC_POLL_NS
+#define COLS_SYNC_POLL_NS 128
+#endif
 // (max, sum) of each of a thread's VEC columns merged over the block's thread
 // rows: lanes of equal tx in a warp by shuffles, then the warps through `red`,
 // by one thread per column: on return thread w < W = TX * VEC holds the total
@@ -972,64 +976,96 @@ softmax_cols_split_finish(const T* __restrict__ x, U* __restrict__ y,
 // so a tile's blocks are in the same round. Each block publishes its
 // per-column (max, sum) partial, waits at the tile's barrier, merges the
 // tile's partials (same order in every block: identical totals) and writes
-// its rows. `cnt`: 2 counters per tile, zero on entry, left zero (the
-// launcher's per-stream zeroed workspace); `part`: tiles * splits * W (m, d).
+// its rows. PF (several rounds, 16-byte packs): the block's next item streams
+// into shared memory by cp.async (dynamic smem: NR * THREADS packs) while
+// this one is reduced, waited for and written. `cnt`: 2 counters per tile,
+// zero on entry, left zero (the launcher's per-stream zeroed workspace);
+// `part`: tiles * splits * W (m, d).
 // ---------------------------------------------------------------------------
 CSM_DEVICE i64 cols_sync_counter_bytes(i64 tiles) { return (8 * tiles + 255) / 256 * 256; }
 
-template <typename T, typename U, bool LOG, int VEC, int THREADS, int NR, int MINB>
+template <typename T, typename U, bool LOG, int VEC, int THREADS, int NR, int MINB, bool PF>
 __global__ void __launch_bounds__(THREADS, MINB)
 softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
                   i64 sxo, i64 sxl, i64 syo, i64 syl, i64 splits, int TX,
                   typename ComputeOf2<T, U>::type* __restrict__ part, unsigned* __restrict__ cnt) {
   typedef typename ComputeOf2<T, U>::type C;
   typedef Pack<T, VEC> P;
+  static_assert(!PF || sizeof(P) == 16, "cp.async moves 16-byte packs");
   constexpr int WARPS = THREADS / 32;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  P* stage = reinterpret_cast<P*>(smem_raw);  // PF: NR * THREADS packs
   __shared__ MD<C> red[WARPS * COLS_SPLIT_W_MAX];
   const int tx = threadIdx.x % TX, ly = threadIdx.x / TX, NY = THREADS / TX;
   const i64 W = (i64)TX * VEC, tiles_i = (I + W - 1) / W;
   const i64 items = O * tiles_i * splits;
-  for (i64 q = blockIdx.x; q < items; q += gridDim.x) {
-    const i64 t = q / splits, s = q - t * splits;
-    const i64 o = t / tiles_i, i0 = (t - o * tiles_i) * W, i = i0 + (i64)tx * VEC;
-    const i64 l0 = s * NY * NR + ly;
-    // rows of this thread inside the axis: u < nv
-    const int nv = l0 < L ? (int)min((i64)NR, (L - l0 + NY - 1) / NY) : 0;
-    P v[NR];
-    MD<C> md[VEC];
+  // item q: its tile t, the columns of the tile inside I (wl), this thread's
+  // offsets into x and y, and its rows inside the axis (u < nv)
+  auto item = [&](i64 q, i64& t, int& wl, i64& xo, i64& yo, int& nv) {
+    t = q / splits;
+    const i64 s = q - t * splits, o = t / tiles_i, i0 = (t - o * tiles_i) * W;
+    const i64 i = i0 + (i64)tx * VEC, l0 = s * NY * NR + ly;
+    wl = (int)min(W, I - i0);
+    xo = o * sxo + i + l0 * sxl;
+    yo = o * syo + i + l0 * syl;
+    nv = (i < I && l0 < L) ? (int)min((i64)NR, (L - l0 + NY - 1) / NY) : 0;
+  };
+  const i64 xstep = (i64)NY * sxl, ystep = (i64)NY * syl;
+  auto prefetch = [&](i64 q) {  // PF: item q's packs into stage
+    if (q >= items) return;
+    i64 t, xo, yo;
+    int wl, nv;
+    item(q, t, wl, xo, yo, nv);
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
-    if (i < I) {
-      const T* xp = x + o * sxo + i + l0 * sxl;
+    for (int u = 0; u < NR; ++u)
+      if (u < nv) cp_async16(stage + u * THREADS + threadIdx.x, x + xo + u * xstep);
+    cp_async_commit();
+  };
+#pragma unroll 1
+  for (i64 q = blockIdx.x; q < items; q += gridDim.x) {
+    i64 t, xo, yo;
+    int wl, nv;
+    item(q, t, wl, xo, yo, nv);
+    P v[NR];
+    if (!PF || q == blockIdx.x) {
 #pragma unroll
       for (int u = 0; u < NR; ++u)
-        if (u < nv) v[u] = load_pack<T, VEC>(xp + (i64)u * NY * sxl);
+        if (u < nv) v[u] = load_pack<T, VEC>(x + xo + u * xstep);
+    } else {  // this thread's own cp.async group: no block barrier needed
+      cp_async_wait<0>();
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        C c[NR];
-#pragma unroll
-        for (int u = 0; u < NR; ++u)
-          c[u] = u < nv ? to_compute<C>(v[u].v[e]) : Num<C>::neg_inf();
-        md_accumulate<C, NR>(md[e], c);
-      }
+      for (int u = 0; u < NR; ++u)
+        if (u < nv) v[u] = stage[u * THREADS + threadIdx.x];
     }
+    MD<C> md[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      md[e] = md_identity<C>();
+      C c[NR];
+#pragma unroll
+      for (int u = 0; u < NR; ++u) c[u] = u < nv ? to_compute<C>(v[u].v[e]) : Num<C>::neg_inf();
+      md_accumulate<C, NR>(md[e], c);
+    }
+    // (after v is consumed: the stage slots it came from are free again)
+    if (PF) prefetch(q + gridDim.x);
     __syncthreads();  // red may still be read by the previous item
     cols_warp_fold<C, VEC, COLS_SPLIT_W_MAX>(md, TX, red);
     __syncthreads();
     const int cw = threadIdx.x;
-    if (cw < W && i0 + cw < I) {
+    if (cw < wl) {
       MD<C> r = md_identity<C>();
       for (int w = 0; w < WARPS; ++w) r = md_merge(r, red[w * COLS_SPLIT_W_MAX + cw]);
-      C* p = part + ((t * splits + s) * W + cw) * 2;
+      C* p = part + (q * W + cw) * 2;  // q = t * splits + s
       p[0] = r.m;
       p[1] = r.d;
     }
     __syncthreads();  // the partial stores precede thread 0's (cumulative) fence
-    if (threadIdx.x == 0) row_barrier_arrive(cnt + 2 * t, (unsigned)splits);
+    if (threadIdx.x == 0) row_barrier_arrive(cnt + 2 * t, (unsigned)splits, COLS_SYNC_POLL_NS);
     __syncthreads();
 #pragma unroll
     for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
-    if (i < I) {
+    if (tx * VEC < wl) {
+#pragma unroll 1
       for (i64 k = ly; k < splits; k += NY) {
         const C* p = part + ((t * splits + k) * W + (i64)tx * VEC) * 2;
 #pragma unroll
@@ -1045,7 +1081,7 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
     cols_warp_fold<C, VEC, COLS_SPLIT_W_MAX>(md, TX, red);
     __syncthreads();  // also: every thread of the block has read the tile's partials
     if (threadIdx.x == 0) row_barrier_depart(cnt + 2 * t, (unsigned)splits);
-    if (i < I) {
+    if (nv > 0) {
       C m[VEC], sc[VEC];
 #pragma unroll
       for (int e = 0; e < VEC; ++e) {
@@ -1054,7 +1090,6 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
         m[e] = tot.m;
         sc[e] = row_scale<C, LOG>(tot);
       }
-      U* yp = y + o * syo + i + l0 * syl;
 #pragma unroll
       for (int u = 0; u < NR; ++u) {
         if (u < nv) {
@@ -1062,7 +1097,7 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
 #pragma unroll
           for (int e = 0; e < VEC; ++e)
             r.v[e] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(v[u].v[e]), m[e], sc[e]));
-          store_pack<U, VEC>(yp + (i64)u * NY * syl, r);
+          store_pack<U, VEC>(y + yo + u * ystep, r);
         }
       }
     }
