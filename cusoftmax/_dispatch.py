@@ -217,15 +217,34 @@ COLS_SPLIT_BELOW_L = 512
 COLS_SPLIT_FROM_L = 8192
 #: One-launch strided axes (softmax_cols_sync): the split stream's tiles,
 #: each block holding NR packs a thread in registers (rows of the tile:
-#: THREADS / TX x NR), the tile's blocks meeting at a barrier; launched
-#: cooperatively (all blocks resident). COLS_SYNC_NR: the NR instantiated,
-#: each with the blocks per SM its __launch_bounds__ guarantees
-#: (COLS_SYNC_MINB); the smallest NR whose grid fits at once is taken, else
-#: the largest in rounds of whole tiles, up to COLS_SYNC_MAX_ROUNDS.
+#: THREADS / TX x NR) and prefetching its next item into shared memory,
+#: the tile's blocks meeting at a barrier; launched cooperatively (all
+#: blocks resident). COLS_SYNC_NR: the NR instantiated, each with the blocks
+#: per SM its __launch_bounds__ guarantees (COLS_SYNC_MINB); the smallest NR
+#: whose grid fits at once is taken, else the largest in rounds of whole
+#: tiles. H100 (tools/tune_cols_sync.py, kernels/tune_cols_sync.txt), time
+#: against the same data contiguous, 8M elements unless noted: float32
+#: (2048, 4096) 1.24x vs 1.42x staged, (16384, 512) 1.22x vs 1.48x split,
+#: (4096, 8192) 1.31x vs 1.62x, (8192, 8192) 1.21x vs 1.54x; bfloat16
+#: (2048, 4096) 1.42x vs 1.70x split, (1000, 1000) 1.95x vs 2.89x. Worse
+#: with many blocks a tile (the barrier and the partials' merge grow with
+#: them): (65536, 128) float32 1.51x vs 1.31x, bfloat16 (32768, 256) 1.86x
+#: vs 1.68x; with one block a tile (no barrier needed) the split stream's
+#: where a block's rows outnumber the axis (half its registers idle) the
+#: split stream's finer grid wins (bfloat16 (256, 32768) 2.14x vs 1.73x);
+#: 16-bit inputs lose beyond a few rounds ((16384, 4096): 1.60x vs 1.51x).
+#: So: axes of at least one block's rows, at most COLS_SYNC_MAX_SPLITS
+#: blocks a tile, at most COLS_SYNC_MAX_ROUNDS rounds
+#: (COLS_SYNC_MAX_ROUNDS_16 for 16-bit inputs).
 COLS_SYNC_THREADS = 256
 COLS_SYNC_NR = (4, 16)
+#: float16 inputs: NR 4 only (NR 16 spills on sm_80 / sm_90: the half
+#: conversions need more registers than bfloat16's).
+COLS_SYNC_NR_F16 = (4,)
 COLS_SYNC_MINB = {4: 3, 16: 2}
+COLS_SYNC_MAX_SPLITS = 32
 COLS_SYNC_MAX_ROUNDS = 64
+COLS_SYNC_MAX_ROUNDS_16 = 4
 #: Grid-stride kernels launch at most this many blocks per SM.
 MAX_BLOCKS_PER_SM = 32
 #: Allowed "packs per thread" values (template instantiations): a need is
@@ -697,7 +716,12 @@ def _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec, segment=COLS_S
                       pre_grid=(tiles, splits), ws_elems=ws, ws_dtype=cdt, extra=(tx, lps, tiles))
 
 
-def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=None) -> Optional[LaunchPlan]:
+def _cols_sync_nrs(in_dtype: str) -> tuple:
+    return COLS_SYNC_NR_F16 if in_dtype == "float16" else COLS_SYNC_NR
+
+
+def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=None,
+                    min_rounds=1) -> Optional[LaunchPlan]:
     """softmax_cols_sync: the split stream's tiles in one cooperative launch,
     x read once (rows held in registers). ``nr``: packs a thread (one of
     COLS_SYNC_NR; None: the smallest whose grid fits at once, else the
@@ -720,12 +744,22 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
     ny = th // tx
     tiles = O * _cdiv(I, w)
     choice = None
-    for r in (COLS_SYNC_NR if nr is None else (nr,)):
+    # a block's static reduction buffer: WARPS x COLS_SPLIT_W_MAX (m, d) floats
+    static = (th // 32) * 256 * 8 + 1024
+    for r in (_cols_sync_nrs(in_dtype) if nr is None else (nr,)):
         splits = _cdiv(L, ny * r)
-        cap = COLS_SYNC_MINB[r] * dev.sm_count
+        smem = r * th * VECTOR_BYTES if (pf is None or pf) else 0
+        # blocks an SM holds: the registers' bound, and the shared memory's
+        # (an SM has about one block's opt-in maximum + 1 KiB)
+        per_sm = min(COLS_SYNC_MINB[r], (dev.max_smem + 1024) // (smem + static))
+        cap = per_sm * dev.sm_count
+        if cap == 0:
+            continue
         if splits > cap:
             continue
         per_round = (cap // splits) * splits
+        if min_rounds > 1:  # fewer blocks, each streaming several items
+            per_round = min(per_round, _cdiv(_cdiv(tiles, min_rounds), 1) * splits)
         choice = (r, splits, min(per_round, tiles * splits))
         if tiles * splits <= cap:
             break
@@ -740,7 +774,7 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
     k = f"softmax_cols_sync<{T}, {U}, {LG}, {v}, {th}, {r}, {COLS_SYNC_MINB[r]}, {'true' if pf else 'false'}>"
     return LaunchPlan("cols", "softmax.cu", k, (grid,), (th,), 1, ws_elems=2 * tiles * splits * w,
                       smem=r * th * VECTOR_BYTES if pf else 0,
-                      ws_dtype=cdt, extra=(tx, splits, tiles), sync=True,
+                      ws_dtype=cdt, extra=(tx, splits, tiles, r), sync=True,
                       fallback=_plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec))
 
 
@@ -750,7 +784,10 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
 
     ``vec`` is the widest vector (elements along I) the pointers, strides and
     I allow (a power of two; 1 always works). Axes up to COLS_REGS_MAX_L
-    take ``softmax_cols`` (in registers, one read); longer float32 / float64
+    take ``softmax_cols`` (in registers, one read); longer axes with 16-byte
+    packs of x and float arithmetic, at least one sync block's rows long and
+    split over at most COLS_SYNC_MAX_SPLITS blocks a tile, take
+    ``softmax_cols_sync`` (one launch, one read); other longer float32 / float64
     axes of COLS_SPLIT_BELOW_L .. COLS_SPLIT_FROM_L whose tile fits
     ``COLS_STAGE_BYTES`` of shared memory over enough tiles take
     ``softmax_cols_staged`` (one read); every other long axis streams twice
@@ -770,6 +807,13 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     threads = COLS_THREADS
     max_threads = COLS_MAX_THREADS_F64 if wide_c else COLS_MAX_THREADS
     if L > COLS_REGS_MAX_L:
+        sy = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec)
+        if sy is not None:
+            tx_, splits, tiles_, nr_ = sy.extra
+            rounds = _cdiv(tiles_ * splits, sy.grid[0])
+            if (L >= COLS_SYNC_THREADS // tx_ * nr_ and splits <= COLS_SYNC_MAX_SPLITS
+                    and rounds <= (COLS_SYNC_MAX_ROUNDS if isz >= 4 else COLS_SYNC_MAX_ROUNDS_16)):
+                return sy
         st = None
         if (in_dtype, out_dtype) in COLS_STAGED_PAIRS:
             st = _plan_cols_staged(O, L, I, T, U, LG, isz, osz, wide_c, dev, vec)
@@ -847,6 +891,15 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                                 p = plan_cols(7, L, I, ti, to, log, dev, v)
                                 for kname in p.kernels():
                                     found[(p.source, kname)] = None
+                    if vec:  # every softmax_cols_sync variant (16-byte packs of x, float arithmetic)
+                        isz = numpy.dtype(_np_name(ti)).itemsize
+                        v = VECTOR_BYTES // max(isz, numpy.dtype(_np_name(to)).itemsize)
+                        if v * isz == VECTOR_BYTES and compute_itemsize(ti, to) == 4:
+                            LG = "true" if log else "false"
+                            for r in _cols_sync_nrs(ti):
+                                k = (f"softmax_cols_sync<{CTYPE[ti]}, {CTYPE[to]}, {LG}, {v}, "
+                                     f"{COLS_SYNC_THREADS}, {r}, {COLS_SYNC_MINB[r]}, true>")
+                                found[("softmax.cu", k)] = None
                     if vec and (ti, to) in COLS_STAGED_PAIRS:  # every staged variant
                         isz = numpy.dtype(_np_name(ti)).itemsize
                         vmax = VECTOR_BYTES // max(isz, numpy.dtype(_np_name(to)).itemsize)

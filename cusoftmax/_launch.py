@@ -334,7 +334,7 @@ class Launch:
         """softmax_cols_sync: partials in a pool buffer, tile counters in the
         per-stream zeroed workspace, one cooperative launch; the split stream
         (the plan's fallback) where the driver refuses the grid."""
-        tx, splits, tiles = self.extra
+        tx, splits, tiles = self.extra[:3]
         stream = _current_stream().ptr
         part = _cupy.empty(self.ws_elems, self.ws_dtype)
         cnt = zeroed_workspace(self.device_id, stream, "colsync", (8 * tiles + 255) // 256 * 256)

@@ -35,6 +35,23 @@ def test_cols_plans_within_limits(dev):
             assert p.block[0] <= _dispatch.MAX_BLOCK_THREADS, ctx
             tx = p.extra[0]
             assert 1 <= tx <= 32 and p.block[0] % tx == 0, ctx
+            if p.kernel.startswith("softmax_cols_sync"):  # one cooperative launch
+                v, th, nr, minb, pf = _args(p)[3:8]
+                v, th, nr, minb = int(v), int(th), int(nr), int(minb)
+                assert pf == "true" and v * _isz(tin) == _dispatch.VECTOR_BYTES and v <= vec, ctx
+                assert p.sync and p.fallback is not None and p.fallback.pre_kernel, ctx
+                splits, tiles = p.extra[1], p.extra[2]
+                assert tiles == O * -(-I // (tx * v)) and th == p.block[0] == 256 and p.extra[3] == nr, ctx
+                assert L >= th // tx * nr, ctx  # a block's rows all inside the axis at least once
+                assert (splits - 1) * (th // tx) * nr < L <= splits * (th // tx) * nr, ctx
+                # whole tiles a round, every block resident at once (registers and shared memory)
+                assert p.smem == nr * th * 16, ctx
+                per_sm = min(minb, (dev.max_smem + 1024) // (p.smem + (th // 32) * 256 * 8 + 1024))
+                assert p.grid[0] % splits == 0 and p.grid[0] <= min(tiles * splits, per_sm * dev.sm_count), ctx
+                assert splits <= _dispatch.COLS_SYNC_MAX_SPLITS, ctx
+                assert p.ws_elems == 2 * tiles * splits * tx * v, ctx
+                assert not _dispatch.cols_prefers_copy(p, O, L, I, dev), ctx
+                continue
             if p.pre_kernel:  # split stream: grid (tiles, splits), splits cover L exactly once
                 assert p.kernel.startswith("softmax_cols_split_finish"), ctx
                 assert p.pre_kernel.startswith("softmax_cols_split_partial"), ctx
@@ -69,12 +86,14 @@ def test_cols_plans_within_limits(dev):
 def test_benchmark_layouts_take_strided_kernels():
     """(2048, 4096) reduced over axis 0 and its Fortran-order transpose are
     both (O=1, L=2048, I=4096) (and (1, 4096, 2048) for the transposed
-    benchmark case): float32 takes the staged kernel (one read), bfloat16
-    the split stream (measured faster for 16-bit); never the copy."""
+    benchmark case): both dtypes take the one-launch sync kernel (one
+    read); without 16-byte packs float32 takes the staged kernel and
+    bfloat16 the split stream; never the copy."""
     dev = DEVS[0]
     for L, I in ((2048, 4096), (4096, 2048)):
-        for dt, vec, kern in (("float32", 4, "softmax_cols_staged"),
-                              ("bfloat16", 8, "softmax_cols_split_finish")):
+        for dt, vec, kern in (("float32", 4, "softmax_cols_sync"), ("bfloat16", 8, "softmax_cols_sync"),
+                              ("float32", 2, "softmax_cols_staged"),
+                              ("bfloat16", 4, "softmax_cols_split_finish")):
             p = _dispatch.plan_cols(1, L, I, dt, dt, False, dev, vec)
             assert p.kernel.startswith(kern), p
             assert not _dispatch.cols_prefers_copy(p, 1, L, I, dev)
@@ -91,9 +110,32 @@ def test_long_axis_over_few_tiles_splits_the_axis():
         assert not _dispatch.cols_prefers_copy(p, 1, L, I, dev)
     p = _dispatch.plan_cols(16, 50, 33, "float32", "float32", False, dev, 1)
     assert not _dispatch.cols_prefers_copy(p, 16, 50, 33, dev)
-    # float32 axes of COLS_SPLIT_BELOW_L .. COLS_SPLIT_FROM_L stay staged
-    p = _dispatch.plan_cols(1, 2048, 4096, "float32", "float32", False, dev, 4)
+    # float32 axes of COLS_SPLIT_BELOW_L .. COLS_SPLIT_FROM_L without 16-byte packs stay staged
+    p = _dispatch.plan_cols(1, 2048, 4096, "float32", "float32", False, dev, 2)
     assert p.kernel.startswith("softmax_cols_staged"), p
+
+
+def test_cols_sync_rules():
+    """Where plan_cols takes softmax_cols_sync on the H100 (the measured
+    rules: axes of at least a block's rows, at most 32 blocks a tile, 16-bit inputs at most COLS_SYNC_MAX_ROUNDS_16
+    rounds), the smallest NR whose grid fits at once, and the copy-free
+    split stream elsewhere."""
+    dev = DEVS[0]
+    sync = lambda O, L, I, dt: _dispatch.plan_cols(O, L, I, dt, dt, False, dev,  # noqa: E731
+                                                   16 // _isz(dt)).kernel.startswith("softmax_cols_sync")
+    for shape in ((1, 2048, 4096), (1, 16384, 512), (64, 512, 256), (1, 1000, 1000), (1, 200, 4096)):
+        assert sync(*shape, "float32") and sync(*shape, "bfloat16"), shape
+    assert sync(1, 8192, 8192, "float32") and not sync(1, 16384, 4096, "bfloat16")  # rounds
+    for shape in ((1, 65536, 128), (1, 32768, 256)):  # > 32 blocks a tile
+        assert not sync(*shape, "float32") and not sync(*shape, "bfloat16"), shape
+    assert not sync(1, 256, 32768, "bfloat16")  # a block's 512 rows over a 256-long axis
+    assert not sync(1, 2048, 4096, "float64")  # double arithmetic
+    p = _dispatch.plan_cols(1, 1000, 1000, "bfloat16", "bfloat16", False, dev, 8)
+    assert ", 4, 3, true>" in p.kernel and p.grid == (128,), p  # NR 4 fits at once
+    p = _dispatch.plan_cols(1, 2048, 4096, "float32", "float32", False, dev, 4)
+    assert ", 16, 2, true>" in p.kernel and p.grid == (264,) and p.extra == (8, 4, 128, 16), p
+    p = _dispatch.plan_cols(1, 2048, 4096, "float16", "float16", False, dev, 8)
+    assert ", 4, 3, true>" in p.kernel, p  # float16: NR 4 only
 
 
 def test_rowsync_plans_carry_a_split_fallback():

@@ -15,6 +15,7 @@ every grid-stride loop runs many times, and "few rows" means 1).
 ``test_regimes_*`` run on the CPU. Large-array tests are marked ``slow``.
 Example counts scale with $CUSOFTMAX_HYPOTHESIS_SCALE (default 1).
 """
+import dataclasses
 import math
 import os
 
@@ -782,3 +783,51 @@ def test_row_longer_than_2_31(algorithm):
     finally:
         del x
         _free()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,out_dtype", [("float32", None), ("bfloat16", None), ("float16", None),
+                                             ("float32", "bfloat16")])
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_sync(dtype, out_dtype, log):
+    """softmax_cols_sync (one cooperative launch, per-tile barrier): shapes the
+    dispatcher sends to it, and every NR forced over one round and several
+    (whole tiles a round, the next item prefetched), inner extents not a
+    multiple of the tile, axes not a multiple of a block's rows, several
+    outer slices, special columns (NaN, +inf, all -inf, one -inf)."""
+    import cupy as cp
+    from cusoftmax._launch import Launch
+
+    dev = real_device_info()
+    odt = out_dtype or dtype
+    isz, osz = np.dtype(np_dtype(dtype)).itemsize, np.dtype(np_dtype(odt)).itemsize
+    v = 16 // max(isz, osz)
+    rng = np.random.default_rng(7)
+    cases = [(1, 1000, 1000), (2, 700, 136), (1, 2048, 520), (3, 1500, 264)]
+    for O, L, I in cases:
+        xh = (rng.standard_normal((O, L, I)) * 3).astype(np_dtype(dtype))
+        xh[:, :, 1] = np.nan
+        xh[0, 5, 2] = np.inf
+        xh[:, :, 3] = -np.inf
+        xh[0, L // 2, 4] = -np.inf
+        x = cp.asarray(xh)
+        plans = [_dispatch.plan_cols(O, L, I, dtype, odt, log, dev, v)]
+        for nr in _dispatch._cols_sync_nrs(dtype):
+            p = _dispatch._plan_cols_sync(O, L, I, dtype, odt, log, dev, v, nr)
+            if p is not None:
+                plans.append(p)
+                splits, tiles = p.extra[1], p.extra[2]
+                if tiles >= 2:  # several rounds: a quarter of the tiles a round
+                    plans.append(dataclasses.replace(p, grid=(max(1, tiles // 4) * splits,)))
+        ran = 0
+        for p in plans:
+            if not p.kernel.startswith("softmax_cols_sync"):
+                continue
+            y = cp.full((O, L, I), np.nan, dtype=np_dtype(odt))
+            Launch(p, x.data.device_id).cols(x.data.ptr, y.data.ptr, O, L, I, L * I, I, L * I, I)
+            check_forward(y, xh, axis=1, log=log, out_dtype=odt, ctx=f"{p.kernel} grid {p.grid} {(O, L, I)}")
+            ran += 1
+        assert ran >= 2, (O, L, I, [p.kernel for p in plans])
+        # and through the public API, whatever the dispatcher picks
+        y = (cusoftmax.log_softmax if log else cusoftmax.softmax)(x, axis=1, dtype=out_dtype)
+        check_forward(y, xh, axis=1, log=log, out_dtype=odt, ctx=f"api {(O, L, I)}")

@@ -42,8 +42,8 @@ def main():
             cols = sorted({0, 1, 2, I // 2, I - 3, I - 2, I - 1} & set(range(I)))
             r3 = (ref.log_softmax if a.log else ref.softmax)(x[:, :, cols], axis=1)
             line = []
-            for nr, pf in [(n, f) for n in D.COLS_SYNC_NR for f in (False, True)]:
-                plan = D._plan_cols_sync(O, L, I, dt, dt, a.log, dev, vec, nr, pf)
+            for nr, pf, mr in [(n, True, m) for n in D.COLS_SYNC_NR for m in (1, 2)]:
+                plan = D._plan_cols_sync(O, L, I, dt, dt, a.log, dev, vec, nr, pf, mr)
                 if plan is None:
                     continue
                 ln = Launch(plan, 0)
@@ -53,9 +53,9 @@ def main():
                 ok = err < (2e-2 if dt != "float32" else 1e-5)
                 us = timeit(f)
                 rounds = -(-plan.extra[2] * plan.extra[1] // plan.grid[0])
-                line.append(f"sync nr{nr}{'p' if pf else ''} g{plan.grid[0]} r{rounds} {us:.1f} ({us / t_contig:.2f}x)"
+                line.append(f"sync nr{nr}{'p' if pf else ''}m{mr} g{plan.grid[0]} r{rounds} {us:.1f} ({us / t_contig:.2f}x)"
                             + ("" if ok else f" WRONG err={err:.2e}"))
-                res.append(dict(shape=[O, L, I], dtype=dt, log=a.log, cand=f"sync{nr}{'p' if pf else ''}", us=us,
+                res.append(dict(shape=[O, L, I], dtype=dt, log=a.log, cand=f"sync{nr}{'p' if pf else ''}m{mr}", us=us,
                                 contig_us=t_contig, disp_us=t_disp, grid=plan.grid[0], rounds=rounds,
                                 ok=ok))
             kname = cur.kernel.split("<")[0]
