@@ -285,7 +285,8 @@ class Launch:
     def params(self, args) -> "Params | None":
         """A reusable parameter buffer for this launch (see :class:`Params`),
         or None where no direct launch is possible (then use rows/cols)."""
-        if self.fptr is None or _drv_launch is None or self.pre_fn is not None:
+        if (self.fptr is None or _drv_launch is None or self.pre_fn is not None
+                or (self.sync and self.plan.regime == "cols")):  # cols_sync: launch.cols
             return None
         return Params(tuple(args) + ((0,) if self.sync else ()))
 
