@@ -785,6 +785,9 @@ softmax_cols_staged(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i6
 // ---------------------------------------------------------------------------
 #define COLS_SPLIT_W_MAX 256
 // softmax_cols_sync's barrier poll interval (ns)
+#ifndef COLS_SYNC_STOP
+#define COLS_SYNC_STOP 0
+#endif
 #ifndef COLS_SYNC_POLL_NS
 #define COLS_SYNC_POLL_NS 128
 #endif
@@ -1048,6 +1051,10 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
     }
     // (after v is consumed: the stage slots it came from are free again)
     if (PF) prefetch(q + gridDim.x);
+#if COLS_SYNC_STOP == 1  // (tools/prof_cols_sync.py: loads and the thread's (m, d) only)
+    if (md[0].m == C(-1e30)) part[0] = md[0].d;
+    continue;
+#endif
     __syncthreads();  // red may still be read by the previous item
     cols_warp_fold<C, VEC, COLS_SPLIT_W_MAX>(md, TX, red);
     __syncthreads();
@@ -1062,6 +1069,10 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
     __syncthreads();  // the partial stores precede thread 0's (cumulative) fence
     if (threadIdx.x == 0) row_barrier_arrive(cnt + 2 * t, (unsigned)splits, COLS_SYNC_POLL_NS);
     __syncthreads();
+#if COLS_SYNC_STOP == 2  // + block reduction, partials and the barrier
+    if (threadIdx.x == 0) row_barrier_depart(cnt + 2 * t, (unsigned)splits);
+    continue;
+#endif
 #pragma unroll
     for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
     if (tx * VEC < wl) {
@@ -1081,6 +1092,10 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
     cols_warp_fold<C, VEC, COLS_SPLIT_W_MAX>(md, TX, red);
     __syncthreads();  // also: every thread of the block has read the tile's partials
     if (threadIdx.x == 0) row_barrier_depart(cnt + 2 * t, (unsigned)splits);
+#if COLS_SYNC_STOP == 3  // + the partials' merge (no write)
+    if (red[threadIdx.x].m == C(-1e30)) part[0] = C(0);
+    continue;
+#endif
     if (nv > 0) {
       C m[VEC], sc[VEC];
 #pragma unroll
