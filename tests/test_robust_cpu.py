@@ -197,8 +197,9 @@ def test_shared_kernel_opt_in_only_grows(monkeypatch):
     fn = _SmemKernel()
     monkeypatch.setattr(_launch, "get_kernel", lambda src, name, dev: fn)
     dev = _dispatch.DeviceInfo(132, 90)
-    big = _dispatch.plan_cols(1, 1500, 4096, "float32", "float32", False, dev, 4)
-    small = _dispatch.plan_cols(1, 1024, 4096, "float32", "float32", False, dev, 4)
+    # 8-byte packs: the staged kernel (16-byte ones take softmax_cols_sync)
+    big = _dispatch.plan_cols(1, 1500, 4096, "float32", "float32", False, dev, 2)
+    small = _dispatch.plan_cols(1, 1024, 4096, "float32", "float32", False, dev, 2)
     assert big.kernel == small.kernel and big.kernel.startswith("softmax_cols_staged")
     assert small.smem < big.smem
     lb = _launch.Launch(big, 0)
