@@ -11,6 +11,7 @@ across blocks and streamed with grid-stride loops. Exit status 1 if any
 result is wrong.
 """
 import os
+import re
 import sys
 import time
 
@@ -33,8 +34,12 @@ def main():
     n = bad = 0
     t0 = time.time()
 
+    only = os.environ.get("SANITIZE_ONLY")  # a regex on the sample labels (default: all)
+
     def one(op, shape, axis=-1, dtype="float32", view=None, label="", **kw):
         nonlocal n, bad
+        if only and not re.search(only, label):
+            return
         h = op.make_inputs(rng, shape, dtype, axis)
         g = {k: cupy.asarray(v) for k, v in h.items()}
         if view is not None:
@@ -61,10 +66,16 @@ def main():
             one(op, (2 * dev.sm_count, 8200), label=R.regime if R is not None else "rows")
         if op.family in ("forward", "backward"):
             one(op, (16, 50, 33), axis=1, label="cols")
-        if op.family == "forward":  # staged cols: cp.async double buffer, one block, a cluster
-            one(op, (3, 600, 64), axis=1, label="cols-staged")
-            one(op, (2, 2000, 40), axis=1, label="cols-staged")
-            one(op, (40, 400, 128), axis=1, label="cols-staged")
+        if op.family == "forward":  # staged cols (8-byte packs): cp.async double buffer, one block, a cluster
+            one(op, (3, 600, 66), axis=1, label="cols-staged")
+            one(op, (2, 2000, 42), axis=1, label="cols-staged")
+            one(op, (40, 400, 130), axis=1, label="cols-staged")
+            # one-launch cols (16-byte packs): NR 4 / 16 in one round, NR 16 over 4 rounds
+            one(op, (3, 600, 64), axis=1, label="cols-sync")
+            one(op, (2, 2000, 40), axis=1, label="cols-sync")
+            one(op, (40, 400, 128), axis=1, label="cols-sync")
+            one(op, (1, 2048, 1024), axis=1, dtype="bfloat16", label="cols-sync")
+            one(op, (1, 600, 16384), axis=1, label="cols-sync")
             one(op, (1, 30000, 64), axis=1, dtype="bfloat16", label="cols-split")
             one(op, (2, 20000, 40), axis=1, label="cols-split")  # last-block merge over many splits
             one(op, (3, 700, 33), axis=1, dtype="bfloat16", label="cols-split")  # scalar packs
