@@ -785,6 +785,9 @@ softmax_cols_staged(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i6
 // ---------------------------------------------------------------------------
 #define COLS_SPLIT_W_MAX 256
 // softmax_cols_sync's barrier poll interval (ns)
+#ifndef COLS_SYNC_GROUP  // rows of a thread reduced at a time (softmax_cols_sync)
+#define COLS_SYNC_GROUP 16
+#endif
 #ifndef COLS_SYNC_STOP
 #define COLS_SYNC_STOP 0
 #endif
@@ -1040,14 +1043,21 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
       for (int u = 0; u < NR; ++u)
         if (u < nv) v[u] = stage[u * THREADS + threadIdx.x];
     }
+    // (m, d) in groups of CG rows: the first group's arithmetic starts while
+    // the later loads are still in flight
+    constexpr int CG = NR < COLS_SYNC_GROUP ? NR : COLS_SYNC_GROUP;
     MD<C> md[VEC];
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      md[e] = md_identity<C>();
-      C c[NR];
+    for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
 #pragma unroll
-      for (int u = 0; u < NR; ++u) c[u] = u < nv ? to_compute<C>(v[u].v[e]) : Num<C>::neg_inf();
-      md_accumulate<C, NR>(md[e], c);
+    for (int g = 0; g < NR; g += CG) {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        C c[CG];
+#pragma unroll
+        for (int u = 0; u < CG; ++u) c[u] = g + u < nv ? to_compute<C>(v[g + u].v[e]) : Num<C>::neg_inf();
+        md_accumulate<C, CG>(md[e], c);
+      }
     }
     // (after v is consumed: the stage slots it came from are free again)
     if (PF) prefetch(q + gridDim.x);
