@@ -272,7 +272,7 @@ class Launch:
                 self.fn.max_dynamic_shared_size_bytes = plan.smem
             if plan.cluster > 1 and ctx is not None:  # persistent clusters: only as many as fit
                 fit = max_active_clusters(self.fn, plan.cluster, plan.block[0], plan.smem)
-                self.grid = (min(plan.grid[0] // plan.cluster, fit) * plan.cluster,)
+                self.grid = (max(1, min(plan.grid[0] // plan.cluster, fit)) * plan.cluster,)
             k = getattr(self.fn, "kernel", None)
             self.fptr = k.ptr if (k is not None and ctx is not None) else None
         finally:

@@ -158,3 +158,17 @@ def test_rowsync_plans_carry_a_split_fallback():
                     assert p.grid[0] * p.grid[1] <= dev.sm_count
                     assert set(fb.kernels()) <= set(p.kernels())
     assert seen > 20
+
+
+def test_row_plans_have_a_grid_on_tiny_gpus():
+    """A GPU with fewer SMs than a cluster (the tests' fake 2-SM device) still
+    gets at least one cluster of blocks: a grid of 0 is an invalid launch
+    (found by test_rows_at_thresholds: float64 31 x 32770 on 2 SMs)."""
+    for sms in (1, 2, 3, 5):
+        dev = DeviceInfo(sms, 90)
+        for dt in DTYPES:
+            for R, L in ((31, 32770), (3, 100000), (200, 60000), (1, 10 ** 6)):
+                for log in (False, True):
+                    p = _dispatch.plan_rows(R, L, dt, dt, log, dev)
+                    assert all(g >= 1 for g in p.grid), (sms, dt, R, L, p)
+                    assert p.grid[0] % p.cluster == 0, (sms, dt, R, L, p)
