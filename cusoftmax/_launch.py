@@ -50,10 +50,13 @@ _CUDA_ERRORS = _cuda_errors()
 
 def _op_label(plan: LaunchPlan) -> str:
     """Public operation a plan serves, read off its source and kernel name
-    (the only boolean template argument of a kernel is its LOG flag)."""
+    (a kernel's first boolean template argument is its LOG flag; later ones,
+    such as softmax_cols_sync's PF or softmax_backward_stream's REV, are
+    variants)."""
     base = plan.source.rsplit(".", 1)[0]
     args = plan.kernel.split("<", 1)[1].rstrip(">").split(", ") if "<" in plan.kernel else []
-    return ("log_" if "true" in args else "") + base
+    flags = [a for a in args if a in ("true", "false")]
+    return ("log_" if flags[:1] == ["true"] else "") + base
 
 
 _cluster_fit: dict = {}

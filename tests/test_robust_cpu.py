@@ -3,6 +3,7 @@ an unusable kernel cache directory costs one warning, not an error; a CUDA
 error raised by a launch comes back as a RuntimeError naming the operation,
 the kernel and the problem size."""
 import contextlib
+import dataclasses
 import os
 import warnings
 
@@ -239,3 +240,19 @@ def test_zeroed_workspace_per_kind_and_stream_grows_and_keeps(monkeypatch):
     d = _launch.zeroed_workspace(0, 11, "topk_seg", 8192)  # grows
     assert d != a and made[-1].nbytes == 8192 and _launch._sync_retired == [made[0]]
     assert _launch.zeroed_workspace(0, 11, "topk_seg", 4096) == d
+
+
+def test_op_label_reads_the_log_flag_not_later_flags():
+    """Error messages name the operation from the kernel's first boolean
+    template argument (LOG): later flags (softmax_cols_sync's PF,
+    softmax_backward_stream's REV) must not turn softmax into log_softmax."""
+    dev = _dispatch.DeviceInfo(132, 90)
+    for log in (False, True):
+        want = "log_softmax" if log else "softmax"
+        p = _dispatch.plan_cols(1, 2048, 4096, "float32", "float32", log, dev, 4)
+        assert p.kernel.endswith(", true>") and _launch._op_label(p) == want, p.kernel
+        b = _dispatch.plan_backward_rows(4096, 300000, "float32", "float32", "float32", log, dev)
+        stream = [k for k in b.kernels() if k.startswith("softmax_backward_stream<")]
+        assert stream and all(k.endswith(", true>") for k in stream), b  # REV
+        for k in stream:
+            assert _launch._op_label(dataclasses.replace(b, kernel=k)) == want + "_backward", k
