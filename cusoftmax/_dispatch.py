@@ -229,9 +229,8 @@ COLS_SPLIT_FROM_L = 8192
 #: (2048, 4096) 1.42x vs 1.70x split, (1000, 1000) 1.95x vs 2.89x. Worse
 #: with many blocks a tile (the barrier and the partials' merge grow with
 #: them): (65536, 128) float32 1.51x vs 1.31x, bfloat16 (32768, 256) 1.86x
-#: vs 1.68x; with one block a tile (no barrier needed) the split stream's
-#: where a block's rows outnumber the axis (half its registers idle) the
-#: split stream's finer grid wins (bfloat16 (256, 32768) 2.14x vs 1.73x);
+#: vs 1.68x; where a block's rows outnumber the axis (half its registers
+#: idle) the split stream's finer grid wins (bfloat16 (256, 32768) 2.14x vs 1.73x);
 #: 16-bit inputs lose beyond a few rounds ((16384, 4096): 1.60x vs 1.51x).
 #: So: axes of at least one block's rows, at most COLS_SYNC_MAX_SPLITS
 #: blocks a tile, at most COLS_SYNC_MAX_ROUNDS rounds
@@ -729,9 +728,10 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
     COLS_SYNC_NR; None: the smallest whose grid fits at once, else the
     largest in rounds). None when a tile's blocks cannot all be resident or
     more than COLS_SYNC_MAX_ROUNDS rounds would be needed. ``pf``: prefetch
-    each block's next item into shared memory (None: when there are several
-    rounds and packs are 16 bytes). Its ``fallback`` (a refused cooperative
-    launch) is the split stream."""
+    each block's next item into shared memory (None: yes; False only for
+    tools/tune_cols_sync.py); ``min_rounds``: at most 1 / min_rounds of the
+    tiles a round (tuning). Its ``fallback`` (a refused cooperative launch)
+    is the split stream."""
     T, U = CTYPE[in_dtype], CTYPE[out_dtype]
     LG = "true" if log else "false"
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
@@ -755,13 +755,11 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
         # (an SM has about one block's opt-in maximum + 1 KiB)
         per_sm = min(COLS_SYNC_MINB[r], (dev.max_smem + 1024) // (smem + static))
         cap = per_sm * dev.sm_count
-        if cap == 0:
-            continue
-        if splits > cap:
+        if splits > cap:  # (also: not one block fits)
             continue
         per_round = (cap // splits) * splits
         if min_rounds > 1:  # fewer blocks, each streaming several items
-            per_round = min(per_round, _cdiv(_cdiv(tiles, min_rounds), 1) * splits)
+            per_round = min(per_round, _cdiv(tiles, min_rounds) * splits)
         choice = (r, splits, min(per_round, tiles * splits))
         if tiles * splits <= cap:
             break
@@ -772,11 +770,10 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
     if rounds > COLS_SYNC_MAX_ROUNDS:
         return None
     pf = True if pf is None else pf
-    cdt = "float64" if compute_itemsize(in_dtype, out_dtype) == 8 else "float32"
     k = f"softmax_cols_sync<{T}, {U}, {LG}, {v}, {th}, {r}, {COLS_SYNC_MINB[r]}, {'true' if pf else 'false'}>"
     return LaunchPlan("cols", "softmax.cu", k, (grid,), (th,), 1, ws_elems=2 * tiles * splits * w,
                       smem=r * th * VECTOR_BYTES if pf else 0,
-                      ws_dtype=cdt, extra=(tx, splits, tiles, r), sync=True,
+                      ws_dtype="float32", extra=(tx, splits, tiles, r), sync=True,
                       fallback=_plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec))
 
 

@@ -243,7 +243,7 @@ class Launch:
     the normal path.
     """
     __slots__ = ("plan", "fn", "pre_fn", "grid", "block", "pre_grid", "extra", "ws_elems", "ws_dtype",
-                 "op", "smem", "fptr", "dims", "sync", "device_id", "fallback")
+                 "op", "smem", "fptr", "dims", "sync", "device_id", "fallback", "cols_prm")
 
     def __init__(self, plan: LaunchPlan, device_id: int, op: str | None = None):
         import cupy
@@ -261,6 +261,7 @@ class Launch:
         self.smem = plan.smem
         self.sync = plan.sync
         self.device_id = device_id
+        self.cols_prm = {}  # softmax_cols_sync: Params per (O, L, I, strides)
         self.fallback = None  # Launch of plan.fallback, made if a cooperative launch is refused
         self.fptr = None
         try:  # function handles are per device
@@ -313,11 +314,11 @@ class Launch:
         except _CUDA_ERRORS as e:
             raise self._failed(e, prm.describe) from e
         if rc:
-            self._sync_refused(rc, xptr, yptr, R, L, sx, sy, prm.describe)
+            self._sync_refused(rc, prm.describe).rows(xptr, yptr, R, L, sx, sy)
 
-    def _sync_refused(self, rc, xptr, yptr, R, L, sx, sy, size) -> None:
-        """A refused cooperative launch: run the split fallback (too large a
-        grid for the SMs this context may use), else raise."""
+    def _sync_refused(self, rc, size) -> "Launch":
+        """A refused cooperative launch: the split fallback to run instead
+        (too large a grid for the SMs this context may use), else raise."""
         if rc != _COOP_TOO_LARGE or self.plan.fallback is None:
             raise RuntimeError(
                 f"cusoftmax.{self.op}: cuLaunchCooperativeKernel failed (CUresult {rc}) for the "
@@ -325,7 +326,7 @@ class Launch:
                 f"on {size}")
         if self.fallback is None:
             self.fallback = Launch(self.plan.fallback, self.device_id, self.op)
-        self.fallback.rows(xptr, yptr, R, L, sx, sy)
+        return self.fallback
 
     def _failed(self, err: BaseException, size: str) -> RuntimeError:
         return RuntimeError(
@@ -342,18 +343,18 @@ class Launch:
         stream = _current_stream().ptr
         part = _cupy.empty(self.ws_elems, self.ws_dtype)
         cnt = zeroed_workspace(self.device_id, stream, "colsync", (8 * tiles + 255) // 256 * 256)
-        prm = Params((xptr, yptr, O, L, I, sxo, sxl, syo, syl, splits, tx, part.data.ptr, cnt))
+        key = (O, L, I, sxo, sxl, syo, syl)
+        prm = self.cols_prm.get(key)
+        if prm is None:  # built once per shape; the pointer slots are rewritten per call
+            prm = self.cols_prm[key] = Params((0, 0, O, L, I, sxo, sxl, syo, syl, splits, tx, 0, 0))
         gx, gy, gz, bx, by, bz, sm = self.dims
-        rc = _coop_launch(self.fptr, gx, gy, gz, bx, by, bz, sm, stream, prm.addr)
-        if rc == _COOP_TOO_LARGE and self.plan.fallback is not None:
-            if self.fallback is None:
-                self.fallback = Launch(self.plan.fallback, self.device_id, self.op)
-            self.fallback.cols(xptr, yptr, O, L, I, sxo, sxl, syo, syl)
-        elif rc:
-            raise RuntimeError(
-                f"cusoftmax.{self.op}: cuLaunchCooperativeKernel failed (CUresult {rc}) for the "
-                f"{self.plan.regime} kernel {self.plan.kernel} (grid {self.grid}, block {self.block}) "
-                f"on shape (outer {O}, reduced {L}, inner {I})")
+        with prm.lock:
+            v = prm.vals
+            v[0], v[1], v[11], v[12] = xptr, yptr, part.data.ptr, cnt
+            rc = _coop_launch(self.fptr, gx, gy, gz, bx, by, bz, sm, stream, prm.addr)
+        if rc:
+            self._sync_refused(rc, f"shape (outer {O}, reduced {L}, inner {I})").cols(
+                xptr, yptr, O, L, I, sxo, sxl, syo, syl)
 
     def rows(self, xptr: int, yptr: int, R: int, L: int, sx: int, sy: int) -> None:
         """Launch on the rows layout (all pointers/strides in elements' units

@@ -784,10 +784,8 @@ softmax_cols_staged(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i6
 // VEC > 1 needs I, every stride and both base pointers to be multiples of VEC.
 // ---------------------------------------------------------------------------
 #define COLS_SPLIT_W_MAX 256
-// softmax_cols_sync's barrier poll interval (ns)
-#ifndef COLS_SYNC_GROUP  // rows of a thread reduced at a time (softmax_cols_sync)
-#define COLS_SYNC_GROUP 16
-#endif
+// softmax_cols_sync: phase hook of tools/prof_cols_sync.py (0: the whole
+// kernel), and the tile barrier's poll interval (ns)
 #ifndef COLS_SYNC_STOP
 #define COLS_SYNC_STOP 0
 #endif
@@ -982,13 +980,12 @@ softmax_cols_split_finish(const T* __restrict__ x, U* __restrict__ y,
 // so a tile's blocks are in the same round. Each block publishes its
 // per-column (max, sum) partial, waits at the tile's barrier, merges the
 // tile's partials (same order in every block: identical totals) and writes
-// its rows. PF (several rounds, 16-byte packs): the block's next item streams
+// its rows. PF (16-byte packs): the block's next item streams
 // into shared memory by cp.async (dynamic smem: NR * THREADS packs) while
 // this one is reduced, waited for and written. `cnt`: 2 counters per tile,
 // zero on entry, left zero (the launcher's per-stream zeroed workspace);
 // `part`: tiles * splits * W (m, d).
 // ---------------------------------------------------------------------------
-CSM_DEVICE i64 cols_sync_counter_bytes(i64 tiles) { return (8 * tiles + 255) / 256 * 256; }
 
 template <typename T, typename U, bool LOG, int VEC, int THREADS, int NR, int MINB, bool PF>
 __global__ void __launch_bounds__(THREADS, MINB)
@@ -1043,21 +1040,14 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
       for (int u = 0; u < NR; ++u)
         if (u < nv) v[u] = stage[u * THREADS + threadIdx.x];
     }
-    // (m, d) in groups of CG rows: the first group's arithmetic starts while
-    // the later loads are still in flight
-    constexpr int CG = NR < COLS_SYNC_GROUP ? NR : COLS_SYNC_GROUP;
     MD<C> md[VEC];
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
+    for (int e = 0; e < VEC; ++e) {
+      md[e] = md_identity<C>();
+      C c[NR];
 #pragma unroll
-    for (int g = 0; g < NR; g += CG) {
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        C c[CG];
-#pragma unroll
-        for (int u = 0; u < CG; ++u) c[u] = g + u < nv ? to_compute<C>(v[g + u].v[e]) : Num<C>::neg_inf();
-        md_accumulate<C, CG>(md[e], c);
-      }
+      for (int u = 0; u < NR; ++u) c[u] = u < nv ? to_compute<C>(v[u].v[e]) : Num<C>::neg_inf();
+      md_accumulate<C, NR>(md[e], c);
     }
     // (after v is consumed: the stage slots it came from are free again)
     if (PF) prefetch(q + gridDim.x);

@@ -242,6 +242,53 @@ def test_zeroed_workspace_per_kind_and_stream_grows_and_keeps(monkeypatch):
     assert _launch.zeroed_workspace(0, 11, "topk_seg", 4096) == d
 
 
+def test_cols_sync_launch_reuses_parameters_and_falls_back(monkeypatch):
+    """softmax_cols_sync's launcher path without a GPU (stand-ins for the
+    driver): one parameter buffer per shape, its pointer slots rewritten per
+    call (x, y, partials, tile counters); a grid the driver refuses as too
+    large runs the split-stream fallback with the same arguments; any other
+    refusal raises naming the operation and the shape."""
+    dev = _dispatch.DeviceInfo(132, 90)
+    plan = _dispatch.plan_cols(1, 2048, 4096, "float32", "float32", False, dev, 4)
+    assert plan.kernel.startswith("softmax_cols_sync") and plan.sync
+    monkeypatch.setattr(_launch, "get_kernel", lambda src, name, dev: _SmemKernel())
+
+    class _Buf:
+        def __init__(self, ptr):
+            self.data = type("D", (), {"ptr": ptr})()
+
+    bufs = iter(range(1 << 20, 1 << 30, 1 << 20))
+    monkeypatch.setattr(_launch, "_cupy", type("C", (), {"empty": staticmethod(lambda n, dt: _Buf(next(bufs)))}))
+    monkeypatch.setattr(_launch, "_current_stream", lambda: type("S", (), {"ptr": 7})())
+    monkeypatch.setattr(_launch, "zeroed_workspace", lambda dev_id, stream, kind, n: 4096 * (kind == "colsync"))
+    calls, rc = [], [0]
+
+    def coop(fptr, gx, gy, gz, bx, by, bz, smem, stream, addr):
+        calls.append(((gx, bx, smem, stream), list(next(iter(ln.cols_prm.values())).vals)))
+        return rc[0]
+
+    monkeypatch.setattr(_launch, "_coop_launch", coop)
+    ln = _launch.Launch(plan, 0)
+    args = (1, 2048, 4096, 2048 * 4096, 4096, 2048 * 4096, 4096)
+    ln.cols(111, 222, *args)
+    ln.cols(333, 444, *args)
+    assert len(ln.cols_prm) == 1 and len(calls) == 2
+    (dims, v0), (_, v1) = calls
+    assert dims == (plan.grid[0], plan.block[0], plan.smem, 7)
+    tx, splits = plan.extra[0], plan.extra[1]
+    assert v0[:11] == [111, 222, *args, splits, tx] and v1[:2] == [333, 444] and v0[12] == v1[12] == 4096
+    assert v0[11] != v1[11]  # a fresh partials buffer per call
+    fell = []
+    ln.fallback = type("F", (), {"cols": lambda self, *a: fell.append(a)})()
+    rc[0] = _launch._COOP_TOO_LARGE
+    ln.cols(555, 666, *args)
+    assert fell == [(555, 666, *args)]
+    rc[0] = 1
+    with pytest.raises(RuntimeError, match=r"cusoftmax.softmax: cuLaunchCooperativeKernel failed \(CUresult 1\)"
+                                           r".*outer 1, reduced 2048, inner 4096"):
+        ln.cols(0, 0, *args)
+
+
 def test_op_label_reads_the_log_flag_not_later_flags():
     """Error messages name the operation from the kernel's first boolean
     template argument (LOG): later flags (softmax_cols_sync's PF,

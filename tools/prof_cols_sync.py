@@ -1,8 +1,7 @@
 """Where the time of softmax_cols_sync goes: the kernel compiled to end after
 phase n (-DCOLS_SYNC_STOP=n: 1 loads and per-thread (m, d), 2 + block
 reduction, partials and the tile barrier, 3 + the partials' merge; full),
-under other barrier poll intervals (-DCOLS_SYNC_POLL_NS) and (m, d) row
-groups (-DCOLS_SYNC_GROUP), each timed like
+and under other barrier poll intervals (-DCOLS_SYNC_POLL_NS), each timed like
 the benchmark (CUDA events, L2 flushed, median of 30), against the same data
 contiguous. Usage: PYTHONPATH=.:tools python tools/prof_cols_sync.py"""
 import cupy as cp
@@ -38,8 +37,7 @@ def main():
                           cnt.data.ptr))
             line = f"{dt:9s} {(O, L, I)} grid {p.grid[0]} splits {splits} contig {t_c:.1f}:"
             for opts in [("-DCOLS_SYNC_STOP=1",), ("-DCOLS_SYNC_STOP=2",), ("-DCOLS_SYNC_STOP=3",), (),
-                         ("-DCOLS_SYNC_POLL_NS=32",), ("-DCOLS_SYNC_POLL_NS=512",),
-                         ("-DCOLS_SYNC_GROUP=8",), ("-DCOLS_SYNC_GROUP=4",)]:
+                         ("-DCOLS_SYNC_POLL_NS=32",), ("-DCOLS_SYNC_POLL_NS=512",)]:
                 mk = (opts, p.kernel)
                 if mk not in mods:
                     mods[mk] = cp.RawModule(code=src, options=COMPILE_OPTIONS + opts,
