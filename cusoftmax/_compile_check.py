@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from ._loader import COMPILE_OPTIONS, expanded_source
 
 _FUNC_RE = re.compile(r"Compiling entry function '(\S+)' for '(\w+)'")
+# ptxas reports every function's frame and spills after "Function properties
+# for <name>", entry or not (a non-inlined device function's come after the
+# entry's own), so they are attributed by that name.
+_PROPS_RE = re.compile(r"Function properties for (\S+)")
 _SPILL_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _REG_RE = re.compile(r"Used (\d+) registers")
 
@@ -24,6 +28,33 @@ class KernelReport:
     stack: int
     spill_stores: int
     spill_loads: int
+
+
+def parse_ptxas_log(log: str) -> dict:
+    """``{lowered name: [registers, stack, spill stores, spill loads]}`` from
+    an ``-Xptxas -v`` log, for entry and non-entry functions alike."""
+    stats = {}
+    cur = None
+    for line in log.splitlines():
+        m = _FUNC_RE.search(line)
+        if m:
+            cur = m.group(1)
+            stats[cur] = [0, 0, 0, 0]
+            continue
+        m = _PROPS_RE.search(line)
+        if m:
+            cur = m.group(1)
+            stats.setdefault(cur, [0, 0, 0, 0])
+            continue
+        if cur is None:
+            continue
+        m = _SPILL_RE.search(line)
+        if m:
+            stats[cur][1:4] = [int(m.group(1)), int(m.group(2)), int(m.group(3))]
+        m = _REG_RE.search(line)
+        if m:
+            stats[cur][0] = int(m.group(1))
+    return stats
 
 
 def compile_batch(source: str, names: list[str], arch: str) -> list[KernelReport]:
@@ -46,22 +77,7 @@ def compile_batch(source: str, names: list[str], arch: str) -> list[KernelReport
         lowered = {n: nvrtc.getLoweredName(prog, n) for n in names}
     finally:
         nvrtc.destroyProgram(prog)
-    stats = {}
-    cur = None
-    for line in log.splitlines():
-        m = _FUNC_RE.search(line)
-        if m:
-            cur = m.group(1)
-            stats[cur] = [0, 0, 0, 0]
-            continue
-        if cur is None:
-            continue
-        m = _SPILL_RE.search(line)
-        if m:
-            stats[cur][1:4] = [int(m.group(1)), int(m.group(2)), int(m.group(3))]
-        m = _REG_RE.search(line)
-        if m:
-            stats[cur][0] = int(m.group(1))
+    stats = parse_ptxas_log(log)
     out = []
     for n in names:
         s = stats.get(lowered[n])

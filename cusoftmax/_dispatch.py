@@ -1253,6 +1253,9 @@ TOPK_BLOCK_LIST_KP = 128
 #: per block list max(TOPK_BLOCK_INC_MIN, 2 x KP).
 TOPK_WARP_INC = 64
 TOPK_BLOCK_INC_MIN = 1024
+#: topk_radix (block lists, float compute): buffer room beyond the pruned
+#: list and one batch; a prune runs when less than a batch of room is left.
+TOPK_RADIX_ROOM = 1024
 #: Dynamic shared memory cap of the stream and merge kernels (bytes).
 TOPK_SMEM_MAX = 96 * 1024
 #: Rows below this many per SM are "few": long rows are then split.
@@ -1364,6 +1367,13 @@ def topk_inc(kp: int) -> int:
     return max(TOPK_BLOCK_INC_MIN, 2 * kp) if topk_block_lists(kp) else max(TOPK_WARP_INC, kp)
 
 
+def topk_radix_inc(kp: int, batch: int) -> int:
+    """Buffer slots beyond ``kp`` of topk_radix, whose block appends a whole
+    batch of ``batch`` elements (threads x elements a thread) at a time:
+    a batch plus TOPK_RADIX_ROOM, so a pruned buffer (<= kp) takes any batch."""
+    return batch + TOPK_RADIX_ROOM
+
+
 def topk_thresholds(dev: DeviceInfo) -> dict:
     """Boundaries of the top-k regimes, for tests and docs: k above ``kp_max``
     sorts; rows below ``seg_rows`` with next_pow2(k) <= ``seg_kp_max`` and
@@ -1456,8 +1466,11 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
     threads = min(TOPK_MAX_THREADS, max(TOPK_MIN_THREADS, threads))
     while not blists and threads > TOPK_MIN_THREADS and (threads // 32) * (kp + inc) * cb > TOPK_SMEM_MAX:
         threads //= 2
+    kname = "topk_stream"
+    if blists and csz == 4:  # block lists of float compute: topk_radix
+        kname, inc = "topk_radix", topk_radix_inc(kp, threads * unroll * pack)
     smem = (1 if blists else threads // 32) * (kp + inc) * cb
-    kernel = f"topk_stream<{T}, {C}, {_TOPK_MODE[mode]}, {unroll}>"
+    kernel = f"{kname}<{T}, {C}, {_TOPK_MODE[mode]}, {unroll}>"
     grid = (splits, min(rows, TOPK_MAX_GRID_Y))
     regime = {"safe": "safe", "select": "unfused"}.get(mode, "split" if splits > 1 else "block")
     extra = {}

@@ -13,6 +13,10 @@
 //                   read), TOPK_SAFE (the paper's "safe fused": max first, then
 //                   d and top-k in a second read), TOPK_SELECT (top-k only, no
 //                   values: the selection half of the unfused path).
+//   topk_radix      topk_stream's block-list form (KP >= 128) for float
+//                   compute: every candidate >= a lower bound of the k-th
+//                   best is appended (one block scan a batch), and a full
+//                   buffer is pruned by radix selection instead of sorted.
 //   topk_seg        few long rows, k <= 64, in one launch: blocks stream
 //                   segments of a row keeping (m, d) and each segment's best;
 //                   the row's last block ranks the segment maxima, re-reads
@@ -592,6 +596,245 @@ topk_stream(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ 
       }
     }
     __syncthreads();  // list 0 read before the next row overwrites it
+  }
+}
+
+// ----------------------------------------------------------------------------
+// topk_radix: topk_stream's block-list form (KP >= TOPK_BLOCK_LIST_KP) for
+// float compute, with the same arguments, grid and outputs. The block keeps
+// one unsorted candidate buffer buf[0, n) of up to CAP = KP + INC entries
+// and a lower bound lb of the row's k-th best candidate (0: none yet).
+//   - Each batch appends every element whose candidate is >= lb: a block
+//     exclusive scan of the threads' counts gives their slots (one barrier a
+//     batch, no per-candidate rounds). INC is at least a batch (B = threads
+//     x E elements) more than KP, so a batch always fits.
+//   - When fewer than B slots are left, the buffer is pruned by radix
+//     selection (topk_radix_prune): 8-bit digits of the 64-bit candidates
+//     from the top, a histogram a pass, until the candidates >= (the
+//     resolved digits, zeros below) are at least k and at most KP; those
+//     are compacted to the front and that edge becomes lb.
+//   - At the end of the row the buffer is pruned to at most KP and sorted
+//     once (bitonic), giving the same best-first list as topk_stream.
+// Every discarded candidate is below lb, which is at most the k-th best of
+// candidates already seen, so the row's k best are never discarded.
+// ----------------------------------------------------------------------------
+
+// Block-wide exclusive scan of one count per thread (blockDim.x a multiple
+// of 32); `wt` holds 32 ints. Callers alternate two `wt` buffers between
+// calls, so a warp starting the next scan cannot overwrite totals that
+// another warp is still reading. *total: the block's sum.
+CSM_DEVICE int topk_block_scan(int v, int* wt, int* total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  int incl = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int t = __shfl_up_sync(TOPK_FULL, incl, o);
+    if (lane >= o) incl += t;
+  }
+  if (lane == 31) wt[warp] = incl;
+  __syncthreads();
+  int off = 0, tot = 0;
+  for (int w = 0; w < nw; ++w) {
+    const int t = wt[w];
+    off += (w < warp) ? t : 0;
+    tot += t;
+  }
+  *total = tot;
+  return off + incl - v;
+}
+
+// Prune buf[0, n) (n > KP >= k, block-uniform) to the candidates >= an
+// edge with at least k and at most KP of them, moved to the front in their
+// order; returns their count and sets *lb to the edge. hist: 256 ints; sel:
+// 3 ints; wt: 2 x 32 ints (scan buffers, *ph selects, flipped per use).
+CSM_DEVICE int topk_radix_prune(u64* buf, int n, int k, int KP, int* hist, int* sel, int* wt,
+                                int* ph, u64* lb) {
+  u64 prefix = 0ull, pmask = 0ull;
+  int need = k, above = 0, kept = 0;
+  for (int shift = 56;; shift -= 8) {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
+    __syncthreads();  // appends, the previous pass's reads of sel and hist done
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      const u64 c = buf[i];
+      if ((c & pmask) == prefix) atomicAdd(&hist[(int)(c >> shift) & 255], 1);
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      // lane l counts bins 255 - 8l - j (j < 8): from the top digit down
+      const int lane = threadIdx.x;
+      int cnt[8], s = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        cnt[j] = hist[255 - 8 * lane - j];
+        s += cnt[j];
+      }
+      int incl = s;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int t = __shfl_up_sync(TOPK_FULL, incl, o);
+        if (lane >= o) incl += t;
+      }
+      int a = incl - s;
+      if (a < need && need <= incl) {  // the digit holding the need-th best
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          if (a < need && a + cnt[j] >= need) {
+            sel[0] = 255 - 8 * lane - j;
+            sel[1] = a;
+            sel[2] = cnt[j];
+          }
+          a += cnt[j];
+        }
+      }
+    }
+    __syncthreads();
+    const int d = sel[0], a = sel[1], c = sel[2];
+    prefix |= (u64)d << shift;
+    pmask |= 255ull << shift;
+    // above + a + c candidates are >= prefix (zeros below): at least k
+    if (above + a + c <= KP || shift == 0) {
+      kept = above + a + c;
+      break;
+    }
+    above += a;
+    need -= a;
+  }
+  // stable in-place compaction: a candidate moves to a slot at or below its
+  // own, read (before the scan's barrier) in this or an earlier chunk
+  const u64 edge = prefix;
+  const unsigned lanes_below = (1u << (threadIdx.x & 31)) - 1u;
+  int out = 0;
+  for (int base = 0; base < n; base += blockDim.x) {
+    const int i = base + (int)threadIdx.x;
+    const u64 c = (i < n) ? buf[i] : 0ull;
+    const bool keep = i < n && c >= edge;
+    const unsigned bal = __ballot_sync(TOPK_FULL, keep);
+    int tot;
+    const int woff = topk_block_scan((threadIdx.x & 31) == 31 ? __popc(bal) : 0, wt + 32 * *ph, &tot);
+    *ph ^= 1;
+    // woff is the exclusive prefix of lane 31 of each warp: the warp's offset
+    const int wbase = __shfl_sync(TOPK_FULL, woff, 31);
+    if (keep) buf[out + wbase + __popc(bal & lanes_below)] = c;
+    out += tot;
+  }
+  *lb = edge;
+  return kept;  // == out
+}
+
+template <typename T, typename C, int MODE, int UNROLL>
+__global__ void __launch_bounds__(TOPK_MAX_THREADS, TopkMinBlocks<T, C>::value)
+topk_radix(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx,
+           typename Cand<C>::type* __restrict__ wsk, C* __restrict__ wsm,
+           i64 rows, i64 L, i64 sx, i64 k, i64 kp, i64 inc_slots, i64 block_lists, i64 pps,
+           i64 out_code, i64 log) {
+  static_assert(sizeof(C) == 4, "topk_radix ranks 64-bit (float key, index) candidates");
+  typedef Cand<C> CT;
+  constexpr int PACK = 16 / sizeof(T);
+  constexpr int E = UNROLL * PACK;  // elements per thread per batch (<= 32)
+  static_assert(E <= 32, "one mask bit per element of a batch");
+  // buffer: KP + INC slots, INC >= B (a batch's elements) + some room
+  const int KP = (int)kp, CAP = (int)(kp + inc_slots), K = (int)k, B = (int)blockDim.x * E;
+  extern __shared__ __align__(16) unsigned char topk_smem[];
+  __shared__ MD<C> red_md[32];
+  __shared__ C red_c[32];
+  __shared__ int hist[256];
+  __shared__ int sel[4];
+  __shared__ int wt[64];
+  u64* buf = reinterpret_cast<u64*>(topk_smem);
+  const i64 s = blockIdx.x, splits = gridDim.x;
+  const i64 step = (i64)blockDim.x * UNROLL;
+  int ph = 0;
+
+  for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
+    int n = 0;       // block-uniform: candidates in buf
+    u64 lb = 0ull;   // block-uniform: lower bound of the row's k-th best
+    const T* row = x + r * sx;
+    const int mis = row_misalignment<T, PACK>(row);
+    const i64 np = row_packs<PACK>(L, mis);
+    const i64 pb = min(np, s * pps), pe = min(np, pb + pps);
+    const i64 cend = min(L, pe * PACK - mis);
+    const unsigned spk = blockDim.x * PACK;
+
+    MD<C> md = md_identity<C>();
+    C dsum = C(0);
+    if (MODE == TOPK_SAFE) {
+      C mx = Num<C>::neg_inf();
+      for (i64 base = pb; base < pe; base += step) {
+        C v[E];
+        topk_load_batch<C, T, PACK, UNROLL>(row, base, pe, mis, L, cend, v);
+#pragma unroll
+        for (int e = 0; e < E; ++e) mx = Num<C>::max(mx, v[e]);
+      }
+      md.m = topk_block_reduce<C, true>(mx, red_c);
+    }
+
+    for (i64 base = pb; base < pe; base += step) {
+      C v[E];
+      const bool full = topk_load_batch<C, T, PACK, UNROLL>(row, base, pe, mis, L, cend, v);
+      if (MODE == TOPK_ONLINE) {
+        md = md_merge(md, topk_md_of<C, E>(v));
+      } else if (MODE == TOPK_SAFE) {
+        if (md.m != Num<C>::neg_inf()) {
+#pragma unroll
+          for (int e = 0; e < E; ++e) dsum += Num<C>::exp(v[e] - md.m);
+        }
+      }
+      // column of v[e]: c0 + (e / PACK) * spk + e % PACK, in 32 bits (rows of
+      // float compute are shorter than 2^32 - 1: TOPK_MAX_PACKED_ROW)
+      const unsigned c0 = (unsigned)((base + threadIdx.x) * PACK - mis);
+      // candidates: a float prefilter (a superset), then the exact test
+      const unsigned thr = CT::hi(lb);
+      unsigned mask = 0u;
+      if (thr == 0u) {
+        mask = (E == 32) ? 0xffffffffu : ((1u << E) - 1u);
+      } else {
+        const C thr_v = CT::prefilter_value(thr);
+#pragma unroll
+        for (int e = 0; e < E; ++e) mask |= (v[e] >= thr_v ? 1u : 0u) << e;
+      }
+      if (!full) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          const i64 col = ((base + threadIdx.x) + (i64)(e / PACK) * blockDim.x) * PACK + (e % PACK) - mis;
+          if ((u64)col >= (u64)cend) mask &= ~(1u << e);
+        }
+      }
+      if (lb != 0ull && mask != 0u) {
+#pragma unroll
+        for (int e = 0; e < E; ++e)
+          if ((mask & (1u << e)) && CT::make(v[e], c0 + (e / PACK) * spk + (e % PACK)) < lb)
+            mask &= ~(1u << e);
+      }
+      int tot;
+      int pos = n + topk_block_scan(__popc(mask), wt + 32 * ph, &tot);
+      ph ^= 1;
+      if (tot == 0) continue;
+#pragma unroll
+      for (int e = 0; e < E; ++e)
+        if (mask & (1u << e)) buf[pos++] = CT::make(v[e], c0 + (e / PACK) * spk + (e % PACK));
+      n += tot;
+      // room for the next batch (INC >= B): else prune, to at most KP
+      if (n > CAP - B) n = topk_radix_prune(buf, n, K, KP, hist, sel, wt, &ph, &lb);
+    }
+    if (n > KP) n = topk_radix_prune(buf, n, K, KP, hist, sel, wt, &ph, &lb);
+    __syncthreads();  // appends and compaction done
+    for (int i = n + (int)threadIdx.x; i < KP; i += blockDim.x) buf[i] = CT::empty();
+    __syncthreads();
+    group_bitonic_sort<CT>(buf, KP, (int)threadIdx.x, (int)blockDim.x, true);
+
+    if (MODE == TOPK_ONLINE) md = topk_block_md<C>(md, red_md);
+    if (MODE == TOPK_SAFE) md.d = topk_block_reduce<C, false>(dsum, red_c);
+    if (splits == 1) {
+      topk_write<C, MODE>(buf, md, vals, idx, r, k, out_code, log);
+    } else {
+      u64* dst = wsk + (r * splits + s) * KP;
+      for (int i = threadIdx.x; i < KP; i += blockDim.x) dst[i] = buf[i];
+      if (MODE != TOPK_SELECT && threadIdx.x == 0) {
+        wsm[2 * (r * splits + s)] = md.m;
+        wsm[2 * (r * splits + s) + 1] = md.d;
+      }
+    }
+    __syncthreads();  // buf read before the next row overwrites it
   }
 }
 

@@ -104,3 +104,22 @@ def test_every_instantiation_compiles_without_spills(family, arch, request):
     assert len(results) == len(kernels)
     if cache is not None:
         cache.set(key, len(kernels))
+
+
+def test_ptxas_log_attributes_spills_by_function_name():
+    """A non-inlined device function's report follows the entry's: each goes
+    to the function it names (the entry's spills were once read as the last
+    function's, hiding them)."""
+    from cusoftmax._compile_check import parse_ptxas_log
+    log = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z4kernPf' for 'sm_90'
+ptxas info    : Function properties for _Z4kernPf
+ptxas         .     112 bytes stack frame, 102 bytes spill stores, 156 bytes spill loads
+ptxas info    : Used 64 registers, used 1 barriers, 112 bytes cumulative stack size, 1424 bytes smem
+ptxas info    : Compile time = 423.005 ms
+ptxas info    : Function properties for _Z6helperPy
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 4 bytes spill loads
+"""
+    stats = parse_ptxas_log(log)
+    assert stats["_Z4kernPf"] == [64, 112, 102, 156]
+    assert stats["_Z6helperPy"] == [0, 0, 0, 4]

@@ -176,6 +176,15 @@ def test_plan_regimes(dev):
                         assert p.block[0] <= _dispatch.TOPK_SEG_THREADS and p.grid[1] == rows
                     elif p.regime != "sort":
                         assert p.kp >= k and p.splits * p.pps * pack >= L
+                        # block lists of float compute prune by radix selection; their
+                        # buffer takes a whole batch beyond the pruned list
+                        radix = p.block_lists and p.compute_dtype == "float32"
+                        assert p.kernel.startswith("topk_radix<" if radix else "topk_stream<")
+                        if radix:
+                            csz = 4
+                            batch = p.block[0] * max(1, _dispatch.TOPK_BATCH_ELEMS[csz] // pack) * pack
+                            assert p.inc >= batch + _dispatch.TOPK_RADIX_ROOM
+                            assert p.smem == (p.kp + p.inc) * p.cand_bytes
 
 
 @pytest.mark.parametrize("dev", [H100, A100], ids=["H100", "A100"])
@@ -461,6 +470,38 @@ def test_k_extremes_and_specials(dtype, algorithm):
     for k in (0, 1, 2, L - 1, L):
         for log in (False, True):
             check(x, k, log=log, algorithm=algorithm)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_radix_block_lists(dtype):
+    """topk_radix (lists of KP >= 128, float compute) on many rows (one block
+    a row) and few long rows (split): rows of every style, ascending rows
+    (every element a candidate: a prune every few batches), ties broken in
+    the index digits, NaN / -inf / all -inf rows, k at the KP edges and
+    misaligned rows, every algorithm."""
+    dev = _device()
+    th = _dispatch.topk_thresholds(dev)
+    rng = np.random.default_rng(21)
+    R, L = th["split_rows"] + 3, 6000
+    styles = ["normal", "ties", "sorted", "wide", "specials", "neginf"]
+    a = np.concatenate([make_data(rng, (R // len(styles) + 1, L + 1), s) for s in styles])[:R]
+    a[5, 17] = np.nan
+    a[6] = -np.inf
+    a[7] = np.sort(a[7])[::-1]  # descending: candidates only in the first batch
+    x = to_gpu(a, dtype)
+    for k in (127, 128, 129, 256, 1000, 1024):
+        p = _dispatch.plan_topk(R, L, k, dtype, dtype, dev)
+        assert p.regime == "block" and p.kernel.startswith("topk_radix<"), p
+        check(x[:, :L], k, log=k == 1000)
+    check(x[:, 1:], 700)  # rows start mid-vector
+    for algo in ("safe", "unfused"):
+        check(x[:, :L], 300, algorithm=algo)
+    few = to_gpu(np.concatenate([make_data(rng, (1, 200000), s) for s in ("normal", "sorted", "ties")]), dtype)
+    p = _dispatch.plan_topk(3, 200000, 1024, dtype, dtype, dev)
+    assert p.regime == "split" and p.kernel.startswith("topk_radix<"), p
+    for k in (129, 1024):
+        check(few, k)
 
 
 @pytest.mark.gpu
