@@ -191,7 +191,7 @@ def _forward(x, axis, dtype, out, algorithm, log):
             _cache[key] = p
     if out is None and p.prm is not None and _get_device() == dev:
         # hot path: allocate, one prebuilt launch
-        y = _cupy.empty(p.shape, p.out_dtype) if p.c_order else _alloc(p)
+        y = _ndarray(p.shape, p.out_dtype) if p.c_order else _alloc(p)
         p.launch.fast(p.prm, data.ptr + p.offx, y.data.ptr + p.offy)
         return y
     if out is not None:

@@ -279,7 +279,7 @@ def _backward(y, dy, axis, out, log):
     dev = y.data.device_id
     if out is None and p.prm is not None and _get_device() == dev:
         # hot path: allocate, one prebuilt launch
-        dx = _cupy.empty(p.shape, p.out_dtype) if p.c_order else _alloc(p)
+        dx = _ndarray(p.shape, p.out_dtype) if p.c_order else _alloc(p)
         _fast3(p.launch, p.prm, y.data.ptr + p.offy, dy.data.ptr + p.offd, dx.data.ptr + p.offx)
         return dx
     if out is not None:
