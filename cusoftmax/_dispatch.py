@@ -1248,13 +1248,20 @@ TOPK_BATCHES_PER_LANE = 4
 #: Lists of KP >= this are kept per block (one list, compacted by the whole
 #: block: the block's k-th best filters, so far fewer candidates than with a
 #: list per warp); shorter lists per warp (no block barriers while streaming).
+#: Float-compute block lists run topk_radix (radix-select pruning), which on
+#: random rows loses to warp lists / topk_seg below this KP (H100, 350c054:
+#: 4096 x 131072 k = 64 1105 vs 921 us, 1 x 128256 k = 50 34.1 vs 13.3 us;
+#: kernels/try_radix_small_k.txt).
 TOPK_BLOCK_LIST_KP = 128
 #: Incoming-candidate slots: per warp list TOPK_WARP_INC (>= KP: KP <= 64);
-#: per block list max(TOPK_BLOCK_INC_MIN, 2 x KP).
+#: per block list of double compute max(TOPK_BLOCK_INC_MIN, 2 x KP) (float:
+#: topk_radix_inc).
 TOPK_WARP_INC = 64
 TOPK_BLOCK_INC_MIN = 1024
 #: topk_radix (block lists, float compute): buffer room beyond the pruned
-#: list and one batch; a prune runs when less than a batch of room is left.
+#: list and one batch; a prune runs when less than a batch of room is left
+#: (H100, 4096 x 131072 float32: k = 256 1.67-1.69 TB/s, k = 1024 1.18, against
+#: 1.16 and 0.64 with topk_stream's bitonic folds; kernels/prof_topk_large.txt).
 TOPK_RADIX_ROOM = 1024
 #: Dynamic shared memory cap of the stream and merge kernels (bytes).
 TOPK_SMEM_MAX = 96 * 1024

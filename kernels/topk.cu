@@ -644,24 +644,57 @@ CSM_DEVICE int topk_block_scan(int v, int* wt, int* total) {
 }
 
 // Prune buf[0, n) (n > KP >= k, block-uniform) to the candidates >= an
-// edge with at least k and at most KP of them, moved to the front in their
-// order; returns their count and sets *lb to the edge. hist: 256 ints; sel:
-// 3 ints; wt: 2 x 32 ints (scan buffers, *ph selects, flipped per use).
+// edge with at least k and at most KP of them, moved to the front; returns
+// their count and sets *lb to the edge. hist: 256 ints; sel: 4 ints (sel[2..3]
+// also take the bits where candidates differ); wt: 2 x 32 ints (scan
+// buffers, *ph selects, flipped per use).
+//   - Leading bytes every candidate shares are skipped (a block OR of c ^
+//     buf[0]): they would give one-bin histograms, the slowest kind.
+//   - Histogram atomics are aggregated per warp and digit (__match_any_sync).
+//   - The compaction moves TOPK_RADIX_Q candidates a thread per block scan.
+#define TOPK_RADIX_Q 4
 CSM_DEVICE int topk_radix_prune(u64* buf, int n, int k, int KP, int* hist, int* sel, int* wt,
                                 int* ph, u64* lb) {
-  u64 prefix = 0ull, pmask = 0ull;
+  const int lane = threadIdx.x & 31;
+  // bits where some candidate differs from buf[0]
+  if (threadIdx.x == 0) {
+    sel[2] = 0;
+    sel[3] = 0;
+  }
+  __syncthreads();  // appends done; sel[2..3] cleared
+  const u64 c0 = buf[0];
+  u64 diff = 0ull;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) diff |= buf[i] ^ c0;
+  unsigned dhi = __reduce_or_sync(TOPK_FULL, (unsigned)(diff >> 32));
+  unsigned dlo = __reduce_or_sync(TOPK_FULL, (unsigned)diff);
+  if (lane == 0) {
+    if (dhi) atomicOr(reinterpret_cast<unsigned*>(sel + 3), dhi);
+    if (dlo) atomicOr(reinterpret_cast<unsigned*>(sel + 2), dlo);
+  }
+  __syncthreads();
+  diff = ((u64)(unsigned)sel[3] << 32) | (u64)(unsigned)sel[2];
+  // the top byte holding a differing bit (keys are distinct: diff != 0)
+  const int top_bit = 63 - __clzll((long long)diff);
+  const int start = (top_bit / 8) * 8;
+  u64 pmask = (start == 56) ? 0ull : (~0ull << (start + 8));
+  u64 prefix = c0 & pmask;
   int need = k, above = 0, kept = 0;
-  for (int shift = 56;; shift -= 8) {
+  for (int shift = start;; shift -= 8) {
     for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
-    __syncthreads();  // appends, the previous pass's reads of sel and hist done
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-      const u64 c = buf[i];
-      if ((c & pmask) == prefix) atomicAdd(&hist[(int)(c >> shift) & 255], 1);
+    __syncthreads();  // the previous pass's reads of sel and hist done
+    for (int base = 0; base < n; base += blockDim.x) {
+      const int i = base + (int)threadIdx.x;
+      int dig = -1;
+      if (i < n) {
+        const u64 c = buf[i];
+        if ((c & pmask) == prefix) dig = (int)(c >> shift) & 255;
+      }
+      const unsigned peers = __match_any_sync(TOPK_FULL, dig);
+      if (dig >= 0 && lane == __ffs(peers) - 1) atomicAdd(&hist[dig], __popc(peers));
     }
     __syncthreads();
     if (threadIdx.x < 32) {
       // lane l counts bins 255 - 8l - j (j < 8): from the top digit down
-      const int lane = threadIdx.x;
       int cnt[8], s = 0;
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
@@ -699,22 +732,28 @@ CSM_DEVICE int topk_radix_prune(u64* buf, int n, int k, int KP, int* hist, int* 
     above += a;
     need -= a;
   }
-  // stable in-place compaction: a candidate moves to a slot at or below its
-  // own, read (before the scan's barrier) in this or an earlier chunk
+  // in-place compaction (order is free: the buffer is unsorted): a chunk's
+  // candidates are all read before its scan's barrier and each lands at a
+  // slot below the chunk's end, at or above the slots already written
   const u64 edge = prefix;
-  const unsigned lanes_below = (1u << (threadIdx.x & 31)) - 1u;
   int out = 0;
-  for (int base = 0; base < n; base += blockDim.x) {
-    const int i = base + (int)threadIdx.x;
-    const u64 c = (i < n) ? buf[i] : 0ull;
-    const bool keep = i < n && c >= edge;
-    const unsigned bal = __ballot_sync(TOPK_FULL, keep);
+  for (int base = 0; base < n; base += TOPK_RADIX_Q * (int)blockDim.x) {
+    u64 c[TOPK_RADIX_Q];
+    int cnt = 0;
+#pragma unroll
+    for (int j = 0; j < TOPK_RADIX_Q; ++j) {
+      const int i = base + j * (int)blockDim.x + (int)threadIdx.x;
+      c[j] = (i < n) ? buf[i] : 0ull;
+      cnt += (i < n && c[j] >= edge) ? 1 : 0;
+    }
     int tot;
-    const int woff = topk_block_scan((threadIdx.x & 31) == 31 ? __popc(bal) : 0, wt + 32 * *ph, &tot);
+    int pos = out + topk_block_scan(cnt, wt + 32 * *ph, &tot);
     *ph ^= 1;
-    // woff is the exclusive prefix of lane 31 of each warp: the warp's offset
-    const int wbase = __shfl_sync(TOPK_FULL, woff, 31);
-    if (keep) buf[out + wbase + __popc(bal & lanes_below)] = c;
+#pragma unroll
+    for (int j = 0; j < TOPK_RADIX_Q; ++j) {
+      const int i = base + j * (int)blockDim.x + (int)threadIdx.x;
+      if (i < n && c[j] >= edge) buf[pos++] = c[j];
+    }
     out += tot;
   }
   *lb = edge;
