@@ -456,6 +456,7 @@ topk_stream(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ 
     }
     __syncthreads();
     K tau = CT::empty();  // group-uniform: lower bound of the row's k-th best
+    K best1 = CT::empty();  // k = 1: this thread's best so far
     int n_in = 0;         // group-uniform: candidates in inc[]
     bool fresh = !blk && k <= 64;  // warp lists: pre-threshold pending
     const T* row = x + r * sx;
@@ -489,6 +490,18 @@ topk_stream(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ 
 #pragma unroll
           for (int e = 0; e < E; ++e) dsum += Num<C>::exp(v[e] - md.m);
         }
+      }
+      if (kp == 1) {  // k = 1: a running best a thread, no lists (fast in any row order)
+        const i64 c0 = (base + threadIdx.x) * PACK - mis;
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          const i64 col = c0 + (e / PACK) * spk + (e % PACK);
+          if (full || (u64)col < (u64)cend) {
+            const K c = CT::make(v[e], col);
+            if (CT::better(c, best1)) best1 = c;
+          }
+        }
+        continue;
       }
       // prefilter: the smallest value key that may enter is above tau's
       // (strictly: tau's element precedes this batch, so a tie loses on the
@@ -580,6 +593,14 @@ topk_stream(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ 
       }
     }
     if (n_in > 0) group_compact<CT>(top, n_in, KP, gt, gn, blk);
+    if (kp == 1) {  // the warp's best is its list of one (warp lists: KP < 128)
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        const K b = CT::shfl_xor(best1, o);
+        if (CT::better(b, best1)) best1 = b;
+      }
+      if (lane == 0) top[0] = best1;
+    }
     __syncthreads();
     block_tree_merge<CT>(lists, blk ? 1 : nwarps, LS, KP);
 

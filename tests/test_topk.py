@@ -505,6 +505,29 @@ def test_radix_block_lists(dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
+def test_k1_running_best(dtype):
+    """k = 1 in topk_stream keeps a running best a thread (no lists): rows in
+    every order, ties, NaN and -inf rows, misaligned rows, every algorithm."""
+    dev = _device()
+    th = _dispatch.topk_thresholds(dev)
+    rng = np.random.default_rng(31)
+    R, L = th["split_rows"] + 1, 3001
+    styles = ["normal", "ties", "sorted", "specials", "neginf"]
+    a = np.concatenate([make_data(rng, (R // len(styles) + 1, L + 1), s) for s in styles])[:R]
+    a[3] = -np.sort(a[3])  # descending
+    a[4] = np.nan
+    a[5, 100] = np.nan
+    x = to_gpu(a, dtype)
+    for algo in ALGOS:
+        p = _dispatch.plan_topk(R, L, 1, dtype, dtype, dev, algo)
+        if algo != "unfused":
+            assert p.kernel.startswith("topk_stream<"), p
+        check(x[:, :L], 1, algorithm=algo, log=algo == "safe")
+    check(x[:, 1:], 1)
+
+
+@pytest.mark.gpu
 def test_long_rows_and_batch_invariance():
     rng = np.random.default_rng(3)
     a = make_data(rng, (3, 262144), "normal")
