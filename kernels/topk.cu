@@ -457,6 +457,7 @@ topk_stream(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ 
     __syncthreads();
     K tau = CT::empty();  // group-uniform: lower bound of the row's k-th best
     K best1 = CT::empty();  // k = 1: this thread's best so far
+    C best1_v = Num<C>::nan();  // its value (NaN while it is empty or NaN)
     int n_in = 0;         // group-uniform: candidates in inc[]
     bool fresh = !blk && k <= 64;  // warp lists: pre-threshold pending
     const T* row = x + r * sx;
@@ -495,10 +496,17 @@ topk_stream(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ 
         const i64 c0 = (base + threadIdx.x) * PACK - mis;
 #pragma unroll
         for (int e = 0; e < E; ++e) {
-          const i64 col = c0 + (e / PACK) * spk + (e % PACK);
-          if (full || (u64)col < (u64)cend) {
-            const K c = CT::make(v[e], col);
-            if (CT::better(c, best1)) best1 = c;
+          // a float test first: only values not below the best (ties, NaN,
+          // flushed subnormals included) need the exact key comparison
+          if (!(v[e] < best1_v)) {
+            const i64 col = c0 + (e / PACK) * spk + (e % PACK);
+            if (full || (u64)col < (u64)cend) {
+              const K c = CT::make(v[e], col);
+              if (CT::better(c, best1)) {
+                best1 = c;
+                best1_v = v[e];
+              }
+            }
           }
         }
         continue;
