@@ -406,6 +406,59 @@ CSM_DEVICE bool topk_load_batch(const T* row, i64 base, i64 pe, int mis, i64 L, 
 }
 
 // ----------------------------------------------------------------------------
+// Row pieces shared by topk_stream and topk_radix.
+// ----------------------------------------------------------------------------
+// TOPK_SAFE's first read of this block's columns: their max over the block.
+template <typename C, typename T, int PACK, int UNROLL>
+CSM_DEVICE C topk_safe_max(const T* row, i64 pb, i64 pe, i64 step, int mis, i64 L, i64 cend, C* red_c) {
+  constexpr int E = UNROLL * PACK;
+  C mx = Num<C>::neg_inf();
+  for (i64 base = pb; base < pe; base += step) {
+    C v[E];
+    topk_load_batch<C, T, PACK, UNROLL>(row, base, pe, mis, L, cend, v);
+#pragma unroll
+    for (int e = 0; e < E; ++e) mx = Num<C>::max(mx, v[e]);
+  }
+  return topk_block_reduce<C, true>(mx, red_c);
+}
+
+// A batch's share of the normaliser: the online (m, d) (TOPK_ONLINE) or the
+// sum of e^(x - max) (TOPK_SAFE, the max known); nothing for TOPK_SELECT.
+template <typename C, int MODE, int E>
+CSM_DEVICE void topk_batch_md(const C* v, MD<C>& md, C& dsum) {
+  if (MODE == TOPK_ONLINE) {
+    md = md_merge(md, topk_md_of<C, E>(v));
+  } else if (MODE == TOPK_SAFE) {
+    if (md.m != Num<C>::neg_inf()) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) dsum += Num<C>::exp(v[e] - md.m);
+    }
+  }
+}
+
+// The end of a row: the block's normaliser, then the results from the
+// sorted list (one block a row) or the block's list and (m, d) partial for
+// topk_merge (splits > 1). Ends with a barrier (the list may be reused).
+template <typename C, int MODE>
+CSM_DEVICE void topk_row_out(const typename Cand<C>::type* list, MD<C> md, C dsum, MD<C>* red_md, C* red_c,
+                             void* vals, i64* idx, typename Cand<C>::type* wsk, C* wsm, i64 r, i64 s,
+                             i64 splits, i64 k, int KP, i64 out_code, i64 log) {
+  if (MODE == TOPK_ONLINE) md = topk_block_md<C>(md, red_md);
+  if (MODE == TOPK_SAFE) md.d = topk_block_reduce<C, false>(dsum, red_c);
+  if (splits == 1) {
+    topk_write<C, MODE>(list, md, vals, idx, r, k, out_code, log);
+  } else {
+    typename Cand<C>::type* dst = wsk + (r * splits + s) * KP;
+    for (int i = threadIdx.x; i < KP; i += blockDim.x) dst[i] = list[i];
+    if (MODE != TOPK_SELECT && threadIdx.x == 0) {
+      wsm[2 * (r * splits + s)] = md.m;
+      wsm[2 * (r * splits + s) + 1] = md.d;
+    }
+  }
+  __syncthreads();
+}
+
+// ----------------------------------------------------------------------------
 // topk_stream: grid (splits, row blocks); block (s, b) streams packs
 // [s * pps, (s + 1) * pps) of rows b, b + gridDim.y, ... . Thread t owns packs
 // base + u * blockDim.x + t (u < UNROLL) of each batch, so a warp reads 32
@@ -470,28 +523,13 @@ topk_stream(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ 
 
     MD<C> md = md_identity<C>();
     C dsum = C(0);
-    if (MODE == TOPK_SAFE) {  // first read: the row max
-      C mx = Num<C>::neg_inf();
-      for (i64 base = pb; base < pe; base += step) {
-        C v[E];
-        topk_load_batch<C, T, PACK, UNROLL>(row, base, pe, mis, L, cend, v);
-#pragma unroll
-        for (int e = 0; e < E; ++e) mx = Num<C>::max(mx, v[e]);
-      }
-      md.m = topk_block_reduce<C, true>(mx, red_c);
-    }
+    if (MODE == TOPK_SAFE)  // first read: the row max
+      md.m = topk_safe_max<C, T, PACK, UNROLL>(row, pb, pe, step, mis, L, cend, red_c);
 
     for (i64 base = pb; base < pe; base += step) {
       C v[E];
       const bool full = topk_load_batch<C, T, PACK, UNROLL>(row, base, pe, mis, L, cend, v);
-      if (MODE == TOPK_ONLINE) {
-        md = md_merge(md, topk_md_of<C, E>(v));
-      } else if (MODE == TOPK_SAFE) {
-        if (md.m != Num<C>::neg_inf()) {
-#pragma unroll
-          for (int e = 0; e < E; ++e) dsum += Num<C>::exp(v[e] - md.m);
-        }
-      }
+      topk_batch_md<C, MODE, E>(v, md, dsum);
       if (kp == 1) {  // k = 1: a running best a thread, no lists (fast in any row order)
         const i64 c0 = (base + threadIdx.x) * PACK - mis;
 #pragma unroll
@@ -612,19 +650,9 @@ topk_stream(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ 
     __syncthreads();
     block_tree_merge<CT>(lists, blk ? 1 : nwarps, LS, KP);
 
-    if (MODE == TOPK_ONLINE) md = topk_block_md<C>(md, red_md);
-    if (MODE == TOPK_SAFE) md.d = topk_block_reduce<C, false>(dsum, red_c);
-    if (splits == 1) {
-      topk_write<C, MODE>(lists, md, vals, idx, r, k, out_code, log);
-    } else {
-      K* dst = wsk + (r * splits + s) * KP;
-      for (int i = threadIdx.x; i < KP; i += blockDim.x) dst[i] = lists[i];
-      if (MODE != TOPK_SELECT && threadIdx.x == 0) {
-        wsm[2 * (r * splits + s)] = md.m;
-        wsm[2 * (r * splits + s) + 1] = md.d;
-      }
-    }
-    __syncthreads();  // list 0 read before the next row overwrites it
+    // list 0 read before the next row overwrites it (the helper's barrier)
+    topk_row_out<C, MODE>(lists, md, dsum, red_md, red_c, vals, idx, wsk, wsm, r, s, splits, k, KP,
+                          out_code, log);
   }
 }
 
@@ -825,28 +853,13 @@ topk_radix(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ i
 
     MD<C> md = md_identity<C>();
     C dsum = C(0);
-    if (MODE == TOPK_SAFE) {
-      C mx = Num<C>::neg_inf();
-      for (i64 base = pb; base < pe; base += step) {
-        C v[E];
-        topk_load_batch<C, T, PACK, UNROLL>(row, base, pe, mis, L, cend, v);
-#pragma unroll
-        for (int e = 0; e < E; ++e) mx = Num<C>::max(mx, v[e]);
-      }
-      md.m = topk_block_reduce<C, true>(mx, red_c);
-    }
+    if (MODE == TOPK_SAFE)
+      md.m = topk_safe_max<C, T, PACK, UNROLL>(row, pb, pe, step, mis, L, cend, red_c);
 
     for (i64 base = pb; base < pe; base += step) {
       C v[E];
       const bool full = topk_load_batch<C, T, PACK, UNROLL>(row, base, pe, mis, L, cend, v);
-      if (MODE == TOPK_ONLINE) {
-        md = md_merge(md, topk_md_of<C, E>(v));
-      } else if (MODE == TOPK_SAFE) {
-        if (md.m != Num<C>::neg_inf()) {
-#pragma unroll
-          for (int e = 0; e < E; ++e) dsum += Num<C>::exp(v[e] - md.m);
-        }
-      }
+      topk_batch_md<C, MODE, E>(v, md, dsum);
       // column of v[e]: c0 + (e / PACK) * spk + e % PACK, in 32 bits (rows of
       // float compute are shorter than 2^32 - 1: TOPK_MAX_PACKED_ROW)
       const unsigned c0 = (unsigned)((base + threadIdx.x) * PACK - mis);
@@ -890,19 +903,9 @@ topk_radix(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ i
     __syncthreads();
     group_bitonic_sort<CT>(buf, KP, (int)threadIdx.x, (int)blockDim.x, true);
 
-    if (MODE == TOPK_ONLINE) md = topk_block_md<C>(md, red_md);
-    if (MODE == TOPK_SAFE) md.d = topk_block_reduce<C, false>(dsum, red_c);
-    if (splits == 1) {
-      topk_write<C, MODE>(buf, md, vals, idx, r, k, out_code, log);
-    } else {
-      u64* dst = wsk + (r * splits + s) * KP;
-      for (int i = threadIdx.x; i < KP; i += blockDim.x) dst[i] = buf[i];
-      if (MODE != TOPK_SELECT && threadIdx.x == 0) {
-        wsm[2 * (r * splits + s)] = md.m;
-        wsm[2 * (r * splits + s) + 1] = md.d;
-      }
-    }
-    __syncthreads();  // buf read before the next row overwrites it
+    // buf read before the next row overwrites it (the helper's barrier)
+    topk_row_out<C, MODE>(buf, md, dsum, red_md, red_c, vals, idx, wsk, wsm, r, s, splits, k, KP,
+                          out_code, log);
   }
 }
 
