@@ -60,7 +60,8 @@ def parse_ptxas_log(log: str) -> dict:
 def compile_batch(source: str, names: list[str], arch: str) -> list[KernelReport]:
     """Compile ``names`` (name expressions) of ``kernels/<source>`` to a cubin
     for ``arch`` (e.g. ``"sm_90"``) in one NVRTC program; return one report per
-    kernel. Raises ``RuntimeError`` with the compiler log on failure."""
+    kernel. Raises ``RuntimeError`` with the compiler log on failure, or
+    when a non-inlined device function spills (its report names no kernel)."""
     from cupy_backends.cuda.libs import nvrtc
 
     src = expanded_source(source)
@@ -78,6 +79,11 @@ def compile_batch(source: str, names: list[str], arch: str) -> list[KernelReport
     finally:
         nvrtc.destroyProgram(prog)
     stats = parse_ptxas_log(log)
+    entries = set(lowered.values())
+    spilling = [f for f, st in stats.items() if f not in entries and (st[2] or st[3])]
+    if spilling:  # a non-inlined device function: no kernel report carries it
+        raise RuntimeError(f"device functions spill registers ({arch}): " + "; ".join(
+            f"{f}: {stats[f][2]} B stores, {stats[f][3]} B loads" for f in spilling))
     out = []
     for n in names:
         s = stats.get(lowered[n])

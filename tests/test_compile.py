@@ -123,3 +123,34 @@ ptxas         .     0 bytes stack frame, 0 bytes spill stores, 4 bytes spill loa
     stats = parse_ptxas_log(log)
     assert stats["_Z4kernPf"] == [64, 112, 102, 156]
     assert stats["_Z6helperPy"] == [0, 0, 0, 4]
+
+
+def test_spilling_device_function_fails_the_batch():
+    """A __noinline__ device function that spills fails compile_batch (its
+    ptxas report belongs to no kernel of the batch), while the kernel's own
+    report is clean."""
+    reason = _nvrtc_reason()
+    if reason:
+        pytest.skip(reason)
+    import cusoftmax._compile_check as cc
+    src = r"""
+__device__ __noinline__ float spill_me(const float* p, int n) {
+  float a[96];
+#pragma unroll
+  for (int i = 0; i < 96; ++i) a[i] = p[i * n];
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 96; ++i) s += a[i] * a[95 - i] + a[(i * 7) % 96];
+  return s;
+}
+extern "C" __global__ void __launch_bounds__(1024, 2) k(const float* p, float* o, int n) {
+  o[threadIdx.x] = spill_me(p + threadIdx.x, n);
+}
+"""
+    orig = cc.expanded_source
+    cc.expanded_source = lambda source: src
+    try:
+        with pytest.raises(RuntimeError, match="device functions spill"):
+            cc.compile_batch("fake.cu", ["k"], "sm_90")
+    finally:
+        cc.expanded_source = orig
