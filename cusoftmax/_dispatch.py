@@ -1374,10 +1374,11 @@ def topk_inc(kp: int) -> int:
     return max(TOPK_BLOCK_INC_MIN, 2 * kp) if topk_block_lists(kp) else max(TOPK_WARP_INC, kp)
 
 
-def topk_radix_inc(kp: int, batch: int) -> int:
-    """Buffer slots beyond ``kp`` of topk_radix, whose block appends a whole
-    batch of ``batch`` elements (threads x elements a thread) at a time:
-    a batch plus TOPK_RADIX_ROOM, so a pruned buffer (<= kp) takes any batch."""
+def topk_radix_inc(batch: int) -> int:
+    """Buffer slots of topk_radix beyond its list of KP, whose block appends
+    a whole batch of ``batch`` elements (threads x elements a thread) at a
+    time: a batch plus TOPK_RADIX_ROOM, so a pruned buffer (<= KP) takes any
+    batch."""
     return batch + TOPK_RADIX_ROOM
 
 
@@ -1475,7 +1476,7 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
         threads //= 2
     kname = "topk_stream"
     if blists and csz == 4:  # block lists of float compute: topk_radix
-        kname, inc = "topk_radix", topk_radix_inc(kp, threads * unroll * pack)
+        kname, inc = "topk_radix", topk_radix_inc(threads * unroll * pack)
     smem = (1 if blists else threads // 32) * (kp + inc) * cb
     kernel = f"{kname}<{T}, {C}, {_TOPK_MODE[mode]}, {unroll}>"
     grid = (splits, min(rows, TOPK_MAX_GRID_Y))
