@@ -872,7 +872,7 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                         for npk in range(1, np_max + 1):
                             base = t * npk * pack
                             Ls.update((base - 1, base, base + 1))
-                    for npk in _PROBE_PACKS:
+                    for npk in _PROBE_PACKS + tuple(BWD_CSTREAM_MIN_PACKS.values()):
                         Ls.update((npk * pack - 1, npk * pack, npk * pack + 1))
                     Ls.add(10 ** 7)
                     for L in sorted(Ls):
@@ -959,6 +959,27 @@ BWD_SMEM_THREADS_ALONE = 1024
 BWD_SMEM_STAGES = 2
 BWD_SMEM_BYTES = 224 * 1024
 BWD_SMEM_MAX_BLOCKS_PER_SM = 2
+#: Log-softmax in the smem kernel: packs of y a thread loads into registers
+#: before the row's dy is reduced (its YPRE), by block size; y's DRAM latency
+#: then overlaps the reduction instead of following it (more would spill at
+#: 1024 threads). H100 (tools/tune_cstream.py --what smem,
+#: kernels/tune_smem_ypre.txt), against none: bfloat16 4096 x 16384 145.2 vs
+#: 173.5 us, 512 x 16384 28.8 vs 29.9, 4096 x 32768 330.1 vs 342.9; float32
+#: 4096 x 8192 143.6 vs 150.1, 4096 x 16384 293.9 vs 302.9. Only where y and
+#: dy share a dtype (measured there; ptxas spills some mixed pairs with it).
+BWD_SMEM_YPRE = {512: 4, 1024: 1}
+#: Cluster-streamed backward (softmax_backward_cstream: the stream's two
+#: passes by a cluster of BWD_CSTREAM_CLUSTER blocks of BWD_CSTREAM_THREADS
+#: per row, each block over a slice, so the second pass re-reads less from
+#: DRAM) for many float32 rows of at least BWD_CSTREAM_MIN_PACKS[log] packs.
+#: H100 (tools/tune_cstream.py, kernels/tune_cstream.txt): softmax 4096 x
+#: 131072 3483 vs 3604 us (cluster), 4096 x 262144 7188 vs 7526 (stream), 512
+#: x 262144 918 vs 950; log-softmax 4096 x 65536 1383 vs 1425, 131072 2848 vs
+#: 3143, 262144 5799 vs 6114, 512 x 65536 186 vs 197; softmax 4096 x 65536
+#: stays with the cluster kernel (1548 vs 1624). 16-bit rows gain nothing.
+BWD_CSTREAM_MIN_PACKS = {False: 32768, True: 16384}
+BWD_CSTREAM_CLUSTER = 8
+BWD_CSTREAM_THREADS = 512
 #: Backward source file.
 BWD_SOURCE = "softmax_backward.cu"
 
@@ -995,7 +1016,8 @@ def backward_row_thresholds(y_dtype: str, dy_dtype: str, out_dtype: str, dev: De
     any row count); ``warp_many`` (where it differs) from there on. Where the
     staged kernel applies, ``smem`` is its (shortest, longest) row and
     ``smem_rows`` the fewest rows it takes; between them it replaces the
-    register regimes."""
+    register regimes. ``cstream`` (float32 y and dy, clusters) is the
+    shortest row that takes the cluster stream when rows are not few."""
     pack = bwd_pack_width(y_dtype, dy_dtype, out_dtype) if aligned else 1
     np_max = bwd_reg_elems(y_dtype, dy_dtype, out_dtype) // pack
     warp_np = min(np_max, BWD_WARP_NP_FEW) if pack >= 4 else np_max
@@ -1007,6 +1029,9 @@ def backward_row_thresholds(y_dtype: str, dy_dtype: str, out_dtype: str, dev: De
         out["warp_many"] = 32 * np_max * pack
     if dev.has_clusters:
         out["cluster"] = MAX_CLUSTER * MAX_BLOCK_THREADS * np_max * pack
+        if pack == 4 and _isz(y_dtype) == 4 and _isz(dy_dtype) == 4:
+            # from this length on, rows >= few_rows take the cluster stream
+            out["cstream"] = (BWD_CSTREAM_MIN_PACKS[log] - 1) * pack + 1
     out["few_rows"] = FEW_ROWS_PER_SM * dev.sm_count
     if (pack > 1 and _isz(dy_dtype) * pack == VECTOR_BYTES
             and (log or (_isz(y_dtype) * pack == VECTOR_BYTES and pack < 8))):
@@ -1063,6 +1088,15 @@ def plan_backward_rows(rows: int, L: int, y_dtype: str, dy_dtype: str, out_dtype
 
     few = rows < FEW_ROWS_PER_SM * sms
 
+    # cluster stream (sm_90+): many long float32 rows, a cluster per row
+    if (dev.has_clusters and not few and pack == 4 and _isz(y_dtype) == 4 and _isz(dy_dtype) == 4
+            and packs >= BWD_CSTREAM_MIN_PACKS[log]):
+        cl = BWD_CSTREAM_CLUSTER
+        k = (f"softmax_backward_cstream<{head}, {STREAM_UNROLL}, {BWD_CSTREAM_THREADS}, {cl}>")
+        nclusters = min(rows, max(1, (sms * MAX_BLOCKS_PER_SM) // cl))
+        return LaunchPlan("cstream", src, k, (nclusters * cl,), (BWD_CSTREAM_THREADS,), pack,
+                          extra=(_cdiv(packs, cl),), cluster=cl)
+
     # cluster (sm_90+): a row over the registers of up to MAX_CLUSTER blocks
     # (except many rows of 16-bit log-softmax, which stream faster: its sum
     # re-reads dy alone, from L2. H100, 512-2048 rows of 65536-131072 bf16:
@@ -1111,7 +1145,10 @@ def _plan_backward_smem(rows, packs, pack, y_dtype, dy_dtype, log, head, dev) ->
         return None
     bps = max(1, min(BWD_SMEM_MAX_BLOCKS_PER_SM, budget // (smem + 1024)))
     threads = BWD_SMEM_THREADS_ALONE if bps == 1 else BWD_SMEM_THREADS
-    k = f"softmax_backward_smem<{head}, {threads}, {BWD_SMEM_STAGES}>"
+    # y preloaded: log-softmax with y and dy of one dtype (as measured; some
+    # mixed pairs spill with it)
+    ypre = BWD_SMEM_YPRE[threads] if log and y_dtype == dy_dtype else 0
+    k = f"softmax_backward_smem<{head}, {threads}, {BWD_SMEM_STAGES}, {ypre}>"
     return LaunchPlan("smem", BWD_SOURCE, k, (min(rows, dev.sm_count * bps),), (threads,), pack,
                       extra=(packs,), smem=smem)
 
@@ -1174,7 +1211,7 @@ def all_backward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                             for npk in range(1, np_max + 1):
                                 base = c * t * npk * pack
                                 Ls.update((base - 1, base, base + 1))
-                    for npk in _PROBE_PACKS:
+                    for npk in _PROBE_PACKS + tuple(BWD_CSTREAM_MIN_PACKS.values()):
                         Ls.update((npk * pack - 1, npk * pack, npk * pack + 1))
                     Ls.add(10 ** 7)
                     for L in sorted(Ls):

@@ -19,6 +19,8 @@
 //                             flight while the current one is reduced.
 //   softmax_backward_stream   rows too long to keep on chip: one block per row,
 //                             pass 1 sums, pass 2 re-reads and writes.
+//   softmax_backward_cstream  the same two passes by a cluster per row (sm_90+),
+//                             each block over a slice: the re-read hits L2.
 //   softmax_backward_split_partial + softmax_backward_split_finish
 //                             few long rows: each row over SPLITS blocks; the
 //                             per-block sums go to a workspace (rows x splits),
@@ -215,7 +217,9 @@ softmax_backward_cluster(const TY* __restrict__ y, const TD* __restrict__ dy, U*
 // stride over rows; each stages its next rows in shared memory with cp.async
 // (STAGES - 1 rows in flight) while it reduces and writes the current one, so
 // the memory system never idles behind a reduction. Staged: dy, and y for
-// softmax (log-softmax reads y from global when it writes dx). One read of y
+// softmax (log-softmax reads y from global: its first YPRE packs a thread
+// are loaded into registers before the row's dy is reduced, the rest when
+// dx is written). One read of y
 // and dy, one write of dx. Dynamic shared memory: STAGES * cpk * 16 bytes per
 // staged array, cpk >= the packs of a row (run time). PACK * sizeof of every
 // staged type is 16 (the dispatcher's condition for this kernel).
@@ -234,7 +238,7 @@ CSM_DEVICE void unpack_masked(const Pack<T, PACK>& pk, i64 p, int mis, i64 L, C*
   }
 }
 
-template <typename TY, typename TD, typename U, bool LOG, int PACK, int THREADS, int STAGES>
+template <typename TY, typename TD, typename U, bool LOG, int PACK, int THREADS, int STAGES, int YPRE>
 __global__ void __launch_bounds__(THREADS)
 softmax_backward_smem(const TY* __restrict__ y, const TD* __restrict__ dy, U* __restrict__ dx,
                       i64 rows, i64 L, i64 sy, i64 sd, i64 sx, i64 cpk) {
@@ -262,11 +266,20 @@ softmax_backward_smem(const TY* __restrict__ y, const TD* __restrict__ dy, U* __
     const i64 rn = r + (STAGES - 1) * (i64)gridDim.x;  // refill the stage freed last iteration
     if (rn < rows) prefetch(rn, (it + STAGES - 1) % STAGES);
     cp_async_commit();
-    cp_async_wait<STAGES - 1>();  // this row's group has landed
-    __syncthreads();
     const TY* yr = y + r * sy;
     const int mis = row_misalignment<TY, PACK>(yr);
     const i64 np = row_packs<PACK>(L, mis);
+    // log: this row's first YPRE packs of y a thread loaded now, in flight
+    // while dy lands and is reduced (0 when !LOG)
+    constexpr int YP = LOG ? YPRE : 0;
+    Pack<TY, PACK> ypre[YP > 0 ? YP : 1];  // raw packs: half the registers of floats for 16-bit y
+#pragma unroll
+    for (int u = 0; u < YP; ++u) {
+      const i64 p = threadIdx.x + (i64)u * THREADS;
+      if (p < np) ypre[u] = load_pack<TY, PACK>(yr + (p * PACK - mis));
+    }
+    cp_async_wait<STAGES - 1>();  // this row's group has landed
+    __syncthreads();
     const Pack<TD, PACK>* db = dbuf + cur * cpk;
     const Pack<TY, PACK>* yb = ybuf + cur * cpk;
     C s = C(0);
@@ -279,8 +292,18 @@ softmax_backward_smem(const TY* __restrict__ y, const TD* __restrict__ dy, U* __
     }
     s = block_allreduce_sum<C, THREADS>(s, red);
     U* xr = dx + r * sx;
+#pragma unroll
+    for (int u = 0; u < YP; ++u) {
+      const i64 p = threadIdx.x + (i64)u * THREADS;
+      if (p < np) {
+        C yv[PACK], dv[PACK];
+        unpack_masked<C, TY, PACK>(ypre[u], p, mis, L, yv);
+        unpack_masked<C, TD, PACK>(db[p], p, mis, L, dv);
+        store_grad_pack<C, LOG, U, PACK>(xr, p, mis, L, yv, dv, s);
+      }
+    }
     constexpr int UN = LOG ? 4 : 1;  // log: UN loads of y in flight per thread
-    for (i64 p0 = threadIdx.x; p0 < np; p0 += (i64)THREADS * UN) {
+    for (i64 p0 = threadIdx.x + (i64)YP * THREADS; p0 < np; p0 += (i64)THREADS * UN) {
       C yv[UN * PACK];
 #pragma unroll
       for (int u = 0; u < UN; ++u) {
@@ -376,6 +399,46 @@ softmax_backward_stream(const TY* __restrict__ y, const TD* __restrict__ dy, U* 
     stream_bwd_write<C, LOG, TY, TD, U, PACK, UNROLL, THREADS, REV>(yr, dr, dx + r * sx, 0, np, mis, L, s);
   }
 }
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+// ---------------------------------------------------------------------------
+// softmax_backward_cstream: rows too long for the registers of a cluster,
+// streamed by a cluster of CLUSTER blocks per row (clusters stride over
+// rows). Block `rank` owns packs [rank * cpk, (rank + 1) * cpk) of the row
+// (cpk run time): it sums its slice, the CLUSTER sums meet through
+// distributed shared memory, and it writes its slice, re-reading it from the
+// end back. A slice is 1 / CLUSTER of a row, so the bytes read between the
+// sum and the re-read of a slice (one slice per resident block) fit in L2
+// where a whole row per SM would not: the re-read costs no DRAM traffic.
+// ---------------------------------------------------------------------------
+template <typename TY, typename TD, typename U, bool LOG, int PACK, int UNROLL, int THREADS, int CLUSTER>
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS)
+softmax_backward_cstream(const TY* __restrict__ y, const TD* __restrict__ dy, U* __restrict__ dx,
+                         i64 rows, i64 L, i64 sy, i64 sd, i64 sx, i64 cpk) {
+  typedef typename BwdCompute<TY, TD, U>::type C;
+  __shared__ C red[THREADS / 32];
+  __shared__ C part[1];
+  const unsigned rank = cluster_ctarank();
+  const i64 cid = blockIdx.x / CLUSTER, nclusters = gridDim.x / CLUSTER;
+  const int lane = threadIdx.x & 31;
+  for (i64 r = cid; r < rows; r += nclusters) {
+    const TY* yr = y + r * sy;
+    const TD* dr = dy + r * sd;
+    const int mis = row_misalignment<TY, PACK>(yr);
+    const i64 np = row_packs<PACK>(L, mis);
+    const i64 pb = min(np, (i64)rank * cpk), pe = min(np, pb + cpk);
+    C s = stream_bwd_sum<C, LOG, TY, TD, PACK, UNROLL, THREADS>(yr, dr, pb, pe, mis, L);
+    s = block_allreduce_sum<C, THREADS>(s, red);
+    if (threadIdx.x == 0) part[0] = s;
+    cluster_sync();  // block sums visible cluster-wide
+    C tot = C(0);
+    if (lane < CLUSTER) tot = ld_shared_cluster(cluster_map_shared(part, (unsigned)lane), C());
+    tot = warp_allreduce_sum<C, 32>(tot);
+    cluster_sync();  // every block has read the sums before they change or exit
+    stream_bwd_write<C, LOG, TY, TD, U, PACK, UNROLL, THREADS, true>(yr, dr, dx + r * sx, pb, pe, mis, L, tot);
+  }
+}
+#endif
 
 // ---------------------------------------------------------------------------
 // Few long rows: grid (splits, rows); block (s, r) owns packs

@@ -239,11 +239,16 @@ def test_regimes_at_thresholds(dev, ty, td):
             return _dispatch.plan_backward_rows(R, L, ty, td, to, False, dev, aligned, False).regime
 
         lo, hi = thr.get("smem", (0, -1))
+        cs = thr.get("cstream", 10 ** 18)
         for R in (1, few - 1, few, 10 * few):
             staged = R >= thr.get("smem_rows", 10 ** 12)
 
-            def expect(L, name):  # the staged kernel takes [lo, hi] when rows are many
-                assert regime(R, L) == ("smem" if staged and lo <= L <= hi else name), (R, L)
+            def expect(L, name):  # the staged kernel takes [lo, hi] when rows are many, the
+                # cluster stream rows from `cs` on
+                want = "smem" if staged and lo <= L <= hi else name
+                if R >= few and L >= cs:
+                    want = "cstream"
+                assert regime(R, L) == want, (R, L)
 
             expect(1, "warp")
             expect(thr["warp"], "warp")
@@ -263,6 +268,9 @@ def test_regimes_at_thresholds(dev, ty, td):
                 expect(thr["block"] + 1, "cluster")
                 expect(thr["cluster"], "cluster")
                 expect(thr["cluster"] + 1, long_)
+                if "cstream" in thr:
+                    expect(cs - 1, "cluster")
+                    expect(cs, "cluster")
             else:
                 assert "cluster" not in thr
                 expect(thr["block"] + 1, long_)
@@ -294,7 +302,11 @@ def test_16bit_log_backward_long_rows(dt):
     assert regime(H100.sm_count, 131072, True) == "stream"
     assert regime(512, 65536, False) == "cluster"
     assert regime(64, 65536, True) == "cluster"
-    assert regime(512, 65536, True, "float32") == "cluster"
+    assert regime(512, 65536, True, "float32") == "cstream"
+    assert regime(512, 65532, True, "float32") == "cluster"
+    assert regime(512, 131072, False, "float32") == "cstream"
+    assert regime(512, 131068, False, "float32") == "cluster"
+    assert regime(64, 131072, False, "float32") == "cluster"  # few rows
     assert regime(512, 16384, True) == "smem"
 
 
@@ -564,10 +576,62 @@ def test_few_rows_boundary_long_rows(delta, log, dev_kind):
         R = _dispatch.FEW_ROWS_PER_SM * dev.sm_count + delta
         rng = np.random.default_rng(R)
         y, dy = make_inputs(rng, (R, L), "float32", "float32", -1, log)
-        assert regime_of(y, dy, -1, log) == ("split" if delta < 0 else "stream")
+        cs = _dispatch.backward_row_thresholds("float32", "float32", "float32", dev, True, log).get(
+            "cstream", 10 ** 18)
+        assert regime_of(y, dy, -1, log) == ("split" if delta < 0 else "cstream" if L >= cs else "stream")
         out = poisoned_out((R, L), "float32")
         _fn(log)(y, dy, out=out)
         check_dx(out, y, dy, -1, log, f"R={R} L={L}")
+
+
+_LAYOUT_OPS = {"aligned": ((), (), ()),  # (y, dy, out) view ops, as in _rows_case
+               "mis_equal": ([("slice", 1, 1, None, 1)],) * 3,
+               "neg": ([("slice", 1, None, None, -1)], [("slice", 1, None, None, -1)], ())}
+
+
+def _run_rows(R, L, ty, log, layout, want_regime):
+    """Run R rows of L with a layout of _LAYOUT_OPS; the call must take
+    ``want_regime`` and match the reference."""
+    oy, od, oo = _LAYOUT_OPS[layout]
+    rng = np.random.default_rng(R * 7 + L)
+    y, dy = make_inputs(rng, (R, L), ty, ty, -1, log, oy, od)
+    out = poisoned_out((R, L), ty, oo) if oo else None
+    reg = regime_of(y, dy, -1, log, out)
+    assert reg.split("/")[-1] == want_regime, (R, L, layout, reg)
+    dx = _fn(log)(y, dy, out=out)
+    check_dx(dx, y, dy, -1, log, f"{ty} log={log} R={R} L={L} {layout} ({reg})")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("layout", ["aligned", "mis_equal", "neg"])
+def test_cluster_stream_rows(log, layout):
+    """softmax_backward_cstream (many long float32 rows, a cluster of blocks
+    per row, each streaming a slice twice): at its shortest row and beyond,
+    odd lengths, misaligned and reversed rows, more rows than resident
+    clusters (each cluster loops over rows). Planned for a 2-SM stand-in
+    (few rows = 2) so the arrays stay small; the kernel runs on the real GPU."""
+    with fake_device(2, 90) as dev:
+        cs = _dispatch.backward_row_thresholds("float32", "float32", "float32", dev, True, log)["cstream"]
+        for R, L in ((3, cs + 3), (37, cs), (5, 3 * cs + 1)):
+            _run_rows(R, L, "float32", log, layout, "cstream")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("ty", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("layout", ["aligned", "mis_equal"])
+def test_staged_log_rows_preloaded_y(ty, layout):
+    """The staged log-softmax kernel with y preloaded into registers (its
+    YPRE > 0) at the shortest and longest staged rows (512- and 1024-thread
+    blocks), more rows than blocks (the cp.async pipeline turns over)."""
+    with fake_device(2, 90) as dev:
+        lo, hi = _dispatch.backward_row_thresholds(ty, ty, ty, dev, True, True)["smem"]
+        pack = _dispatch.bwd_pack_width(ty, ty, ty)
+        for L in (lo, lo + 5, hi):
+            p = _dispatch.plan_backward_rows(9, L, ty, ty, ty, True, dev)
+            assert p.regime == "smem" and not p.kernel.endswith(", 0>"), p.kernel
+            # a misaligned row spans one more pack: a pack shorter still fits
+            _run_rows(9, L - (pack if layout == "mis_equal" else 0), ty, True, layout, "smem")
 
 
 @pytest.mark.gpu

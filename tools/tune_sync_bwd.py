@@ -117,7 +117,7 @@ def bwd_candidates(R, L, dt, dev, log):
                 if bps * (smem + 1024) > 228 * 1024 or bps * th > 2048:
                     continue
                 out.append((f"smem t{th} s{st} b{bps}",
-                            D.LaunchPlan("smem", D.BWD_SOURCE, f"softmax_backward_smem<{head}, {th}, {st}>",
+                            D.LaunchPlan("smem", D.BWD_SOURCE, f"softmax_backward_smem<{head}, {th}, {st}, 0>",
                                          (min(R, sms * bps),), (th,), pack, extra=(packs,), smem=smem)))
     return out
 
