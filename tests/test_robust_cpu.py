@@ -298,8 +298,11 @@ def test_op_label_reads_the_log_flag_not_later_flags():
         want = "log_softmax" if log else "softmax"
         p = _dispatch.plan_cols(1, 2048, 4096, "float32", "float32", log, dev, 4)
         assert p.kernel.endswith(", true>") and _launch._op_label(p) == want, p.kernel
-        b = _dispatch.plan_backward_rows(4096, 300000, "float32", "float32", "float32", log, dev)
+        # (bfloat16: float32 rows this long take the cluster stream, no REV flag)
+        b = _dispatch.plan_backward_rows(4096, 300000, "bfloat16", "bfloat16", "bfloat16", log, dev)
         stream = [k for k in b.kernels() if k.startswith("softmax_backward_stream<")]
         assert stream and all(k.endswith(", true>") for k in stream), b  # REV
         for k in stream:
             assert _launch._op_label(dataclasses.replace(b, kernel=k)) == want + "_backward", k
+        c = _dispatch.plan_backward_rows(4096, 300000, "float32", "float32", "float32", log, dev)
+        assert c.regime == "cstream" and _launch._op_label(c) == want + "_backward", c.kernel
