@@ -169,22 +169,6 @@ softmax_backward_block(const TY* __restrict__ y, const TD* __restrict__ dy, U* _
 }
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-// Sum of `s` over the block and then over the CLUSTER blocks of its cluster:
-// each block's sum is published in `part` (this block's shared memory) and
-// every warp adds the CLUSTER sums in the same order (identical totals).
-// Ends after a second cluster barrier: `part` and `red` may be reused.
-template <typename C, int THREADS, int CLUSTER>
-CSM_DEVICE C cluster_allreduce_sum(C s, C* red, C* part) {
-  s = block_allreduce_sum<C, THREADS>(s, red);
-  if (threadIdx.x == 0) part[0] = s;
-  cluster_sync();  // block sums visible cluster-wide
-  C tot = C(0);
-  if ((threadIdx.x & 31) < CLUSTER) tot = ld_shared_cluster(cluster_map_shared(part, threadIdx.x & 31), C());
-  tot = warp_allreduce_sum<C, 32>(tot);
-  cluster_sync();  // every block has read the sums before they change or exit
-  return tot;
-}
-
 // ---------------------------------------------------------------------------
 // softmax_backward_cluster: CLUSTER blocks per row (clusters stride over rows).
 // Block `rank` holds packs [rank * NP * THREADS, (rank + 1) * NP * THREADS) of
@@ -202,6 +186,7 @@ softmax_backward_cluster(const TY* __restrict__ y, const TD* __restrict__ dy, U*
   const unsigned rank = cluster_ctarank();
   const i64 cid = blockIdx.x / CLUSTER, nclusters = gridDim.x / CLUSTER;
   const i64 base = (i64)rank * NP * THREADS;
+  const int lane = threadIdx.x & 31;
   for (i64 r = cid; r < rows; r += nclusters) {
     const TY* yr = y + r * sy;
     const TD* dr = dy + r * sd;
@@ -212,7 +197,13 @@ softmax_backward_cluster(const TY* __restrict__ y, const TD* __restrict__ dy, U*
       load_for_sum<C, LOG, TY, TD, PACK>(yr, dr, base + (i64)i * THREADS + threadIdx.x, mis, L, yv + i * PACK, dv + i * PACK);
     }
     C s = values_sum<C, LOG, NP * PACK>(yv, dv);
-    const C tot = cluster_allreduce_sum<C, THREADS, CLUSTER>(s, red, part);
+    s = block_allreduce_sum<C, THREADS>(s, red);
+    if (threadIdx.x == 0) part[0] = s;
+    cluster_sync();  // block sums visible cluster-wide
+    C tot = C(0);
+    if (lane < CLUSTER) tot = ld_shared_cluster(cluster_map_shared(part, (unsigned)lane), C());
+    tot = warp_allreduce_sum<C, 32>(tot);
+    cluster_sync();  // every block has read the sums before they change or exit
     U* xr = dx + r * sx;
 #pragma unroll
     for (int i = 0; i < NP; ++i)
@@ -429,6 +420,7 @@ softmax_backward_cstream(const TY* __restrict__ y, const TD* __restrict__ dy, U*
   __shared__ C part[1];
   const unsigned rank = cluster_ctarank();
   const i64 cid = blockIdx.x / CLUSTER, nclusters = gridDim.x / CLUSTER;
+  const int lane = threadIdx.x & 31;
   for (i64 r = cid; r < rows; r += nclusters) {
     const TY* yr = y + r * sy;
     const TD* dr = dy + r * sd;
@@ -436,7 +428,13 @@ softmax_backward_cstream(const TY* __restrict__ y, const TD* __restrict__ dy, U*
     const i64 np = row_packs<PACK>(L, mis);
     const i64 pb = min(np, (i64)rank * cpk), pe = min(np, pb + cpk);
     C s = stream_bwd_sum<C, LOG, TY, TD, PACK, UNROLL, THREADS>(yr, dr, pb, pe, mis, L);
-    const C tot = cluster_allreduce_sum<C, THREADS, CLUSTER>(s, red, part);
+    s = block_allreduce_sum<C, THREADS>(s, red);
+    if (threadIdx.x == 0) part[0] = s;
+    cluster_sync();  // block sums visible cluster-wide
+    C tot = C(0);
+    if (lane < CLUSTER) tot = ld_shared_cluster(cluster_map_shared(part, (unsigned)lane), C());
+    tot = warp_allreduce_sum<C, 32>(tot);
+    cluster_sync();  // every block has read the sums before they change or exit
     stream_bwd_write<C, LOG, TY, TD, U, PACK, UNROLL, THREADS, true>(yr, dr, dx + r * sx, pb, pe, mis, L, tot);
   }
 }
