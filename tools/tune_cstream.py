@@ -66,6 +66,14 @@ def bwd_candidates(R, L, dt, dev, log):
         out.append((f"stream t{th}", D.LaunchPlan(
             "stream", D.BWD_SOURCE, f"softmax_backward_stream<{head}, {D.STREAM_UNROLL}, {th}, true>",
             (min(R, dev.sm_count * D.MAX_BLOCKS_PER_SM),), (th,), pack)))
+    for su in (4, 8):  # sum pass: more packs in flight (log-softmax's sum reads dy alone)
+        out.append((f"stream t1024 su{su}", D.LaunchPlan(
+            "stream", D.BWD_SOURCE, f"softmax_backward_stream<{head}, {D.STREAM_UNROLL}, 1024, true, {su}>",
+            (min(R, dev.sm_count * D.MAX_BLOCKS_PER_SM),), (1024,), pack)))
+        cpk = -(-packs // 8)
+        out.append((f"cstream c8 t512 su{su}", D.LaunchPlan(
+            "cstream", D.BWD_SOURCE, f"softmax_backward_cstream<{head}, {D.STREAM_UNROLL}, 512, 8, {su}>",
+            (min(R, dev.sm_count * D.MAX_BLOCKS_PER_SM // 8) * 8,), (512,), pack, extra=(cpk,), cluster=8)))
     for cl in (2, 4, 8):
         for th in (512, 1024):
             cpk = -(-packs // cl)
@@ -140,12 +148,13 @@ def main():
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--shapes", default="512x16384,512x65536,512x262144,4096x16384,4096x32768,4096x65536,"
                                         "4096x131072,4096x262144")
+    ap.add_argument("--log-only", action="store_true", help="bwd: log_softmax_backward only")
     a = ap.parse_args()
     dev = device_info(0)
     shapes = [tuple(int(v) for v in t.split("x")) for t in a.shapes.split(",")]
     res = []
     if "bwd" in a.what:
-        run_bwd(shapes, a.dtypes.split(","), dev, res)
+        run_bwd(shapes, a.dtypes.split(","), dev, res, (True,) if a.log_only else (False, True))
     if "smem" in a.what:
         run_bwd(shapes, a.dtypes.split(","), dev, res, (True,), smem_candidates)
     if a.json:
