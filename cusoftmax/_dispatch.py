@@ -977,7 +977,10 @@ BWD_SMEM_YPRE = {512: 4, 1024: 1}
 #: x 262144 918 vs 950; log-softmax 4096 x 65536 1383 vs 1425, 131072 2848 vs
 #: 3143, 262144 5799 vs 6114, 512 x 65536 186 vs 197; softmax 4096 x 65536
 #: stays with the cluster kernel (1548 vs 1624). 16-bit rows gain nothing.
-BWD_CSTREAM_MIN_PACKS = {False: 32768, True: 16384}
+#: Log-softmax from 12288 packs (49152 columns): 4096 x 50257 1125 vs 1301
+#: (cluster; torch 1160, kernels/tune_su.txt); at 4096 x 32768 the cluster,
+#: stream and cstream kernels tie (688 / 680 / 683).
+BWD_CSTREAM_MIN_PACKS = {False: 32768, True: 12288}
 BWD_CSTREAM_CLUSTER = 8
 BWD_CSTREAM_THREADS = 512
 #: Backward source file.

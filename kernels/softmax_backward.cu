@@ -383,8 +383,7 @@ CSM_DEVICE void stream_bwd_write(const TY* yr, const TD* dr, U* xr, i64 p_begin,
 // s = sum over the row (read y, dy), then dx (read y, dy, write dx); REV:
 // the write pass runs from the row's end back.
 // ---------------------------------------------------------------------------
-template <typename TY, typename TD, typename U, bool LOG, int PACK, int UNROLL, int THREADS, bool REV,
-          int SUM_UNROLL = UNROLL>
+template <typename TY, typename TD, typename U, bool LOG, int PACK, int UNROLL, int THREADS, bool REV>
 __global__ void __launch_bounds__(THREADS, 1)
 softmax_backward_stream(const TY* __restrict__ y, const TD* __restrict__ dy, U* __restrict__ dx,
                         i64 rows, i64 L, i64 sy, i64 sd, i64 sx) {
@@ -395,7 +394,7 @@ softmax_backward_stream(const TY* __restrict__ y, const TD* __restrict__ dy, U* 
     const TD* dr = dy + r * sd;
     const int mis = row_misalignment<TY, PACK>(yr);
     const i64 np = row_packs<PACK>(L, mis);
-    C s = stream_bwd_sum<C, LOG, TY, TD, PACK, SUM_UNROLL, THREADS>(yr, dr, 0, np, mis, L);
+    C s = stream_bwd_sum<C, LOG, TY, TD, PACK, UNROLL, THREADS>(yr, dr, 0, np, mis, L);
     s = block_allreduce_sum<C, THREADS>(s, red);
     stream_bwd_write<C, LOG, TY, TD, U, PACK, UNROLL, THREADS, REV>(yr, dr, dx + r * sx, 0, np, mis, L, s);
   }
@@ -412,8 +411,7 @@ softmax_backward_stream(const TY* __restrict__ y, const TD* __restrict__ dy, U* 
 // sum and the re-read of a slice (one slice per resident block) fit in L2
 // where a whole row per SM would not: the re-read costs no DRAM traffic.
 // ---------------------------------------------------------------------------
-template <typename TY, typename TD, typename U, bool LOG, int PACK, int UNROLL, int THREADS, int CLUSTER,
-          int SUM_UNROLL = UNROLL>
+template <typename TY, typename TD, typename U, bool LOG, int PACK, int UNROLL, int THREADS, int CLUSTER>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(THREADS)
 softmax_backward_cstream(const TY* __restrict__ y, const TD* __restrict__ dy, U* __restrict__ dx,
                          i64 rows, i64 L, i64 sy, i64 sd, i64 sx, i64 cpk) {
@@ -429,7 +427,7 @@ softmax_backward_cstream(const TY* __restrict__ y, const TD* __restrict__ dy, U*
     const int mis = row_misalignment<TY, PACK>(yr);
     const i64 np = row_packs<PACK>(L, mis);
     const i64 pb = min(np, (i64)rank * cpk), pe = min(np, pb + cpk);
-    C s = stream_bwd_sum<C, LOG, TY, TD, PACK, SUM_UNROLL, THREADS>(yr, dr, pb, pe, mis, L);
+    C s = stream_bwd_sum<C, LOG, TY, TD, PACK, UNROLL, THREADS>(yr, dr, pb, pe, mis, L);
     s = block_allreduce_sum<C, THREADS>(s, red);
     if (threadIdx.x == 0) part[0] = s;
     cluster_sync();  // block sums visible cluster-wide

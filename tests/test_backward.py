@@ -303,7 +303,8 @@ def test_16bit_log_backward_long_rows(dt):
     assert regime(512, 65536, False) == "cluster"
     assert regime(64, 65536, True) == "cluster"
     assert regime(512, 65536, True, "float32") == "cstream"
-    assert regime(512, 65532, True, "float32") == "cluster"
+    assert regime(512, 49152, True, "float32") == "cstream"
+    assert regime(512, 49148, True, "float32") == "cluster"
     assert regime(512, 131072, False, "float32") == "cstream"
     assert regime(512, 131068, False, "float32") == "cluster"
     assert regime(64, 131072, False, "float32") == "cluster"  # few rows

@@ -66,14 +66,6 @@ def bwd_candidates(R, L, dt, dev, log):
         out.append((f"stream t{th}", D.LaunchPlan(
             "stream", D.BWD_SOURCE, f"softmax_backward_stream<{head}, {D.STREAM_UNROLL}, {th}, true>",
             (min(R, dev.sm_count * D.MAX_BLOCKS_PER_SM),), (th,), pack)))
-    for su in (4, 8):  # sum pass: more packs in flight (log-softmax's sum reads dy alone)
-        out.append((f"stream t1024 su{su}", D.LaunchPlan(
-            "stream", D.BWD_SOURCE, f"softmax_backward_stream<{head}, {D.STREAM_UNROLL}, 1024, true, {su}>",
-            (min(R, dev.sm_count * D.MAX_BLOCKS_PER_SM),), (1024,), pack)))
-        cpk = -(-packs // 8)
-        out.append((f"cstream c8 t512 su{su}", D.LaunchPlan(
-            "cstream", D.BWD_SOURCE, f"softmax_backward_cstream<{head}, {D.STREAM_UNROLL}, 512, 8, {su}>",
-            (min(R, dev.sm_count * D.MAX_BLOCKS_PER_SM // 8) * 8,), (512,), pack, extra=(cpk,), cluster=8)))
     for cl in (2, 4, 8):
         for th in (512, 1024):
             cpk = -(-packs // cl)
