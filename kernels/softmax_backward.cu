@@ -219,7 +219,7 @@ softmax_backward_cluster(const TY* __restrict__ y, const TD* __restrict__ dy, U*
 // the memory system never idles behind a reduction. Staged: dy, and y for
 // softmax (log-softmax reads y from global: its first YPRE packs a thread
 // are loaded into registers before the row's dy is reduced, the rest when
-// dx is written; YPRE < 0 stages y as well). One read of y
+// dx is written). One read of y
 // and dy, one write of dx. Dynamic shared memory: STAGES * cpk * 16 bytes per
 // staged array, cpk >= the packs of a row (run time). PACK * sizeof of every
 // staged type is 16 (the dispatcher's condition for this kernel).
@@ -247,13 +247,12 @@ softmax_backward_smem(const TY* __restrict__ y, const TD* __restrict__ dy, U* __
   Pack<TD, PACK>* dbuf = reinterpret_cast<Pack<TD, PACK>*>(smem_raw);
   Pack<TY, PACK>* ybuf = reinterpret_cast<Pack<TY, PACK>*>(smem_raw + (size_t)STAGES * cpk * 16);
   __shared__ C red[THREADS / 32];
-  constexpr bool SY = !LOG || YPRE < 0;  // y staged too (log-softmax: YPRE < 0)
   auto prefetch = [&](i64 rr, int st) {
     const TY* yr = y + rr * sy;
     const int mis = row_misalignment<TY, PACK>(yr);
     const i64 np = row_packs<PACK>(L, mis);
     bwd_prefetch<TD, PACK, THREADS>(dbuf + st * cpk, dy + rr * sd, np, mis);
-    if (SY) bwd_prefetch<TY, PACK, THREADS>(ybuf + st * cpk, yr, np, mis);
+    if (!LOG) bwd_prefetch<TY, PACK, THREADS>(ybuf + st * cpk, yr, np, mis);
   };
   i64 r = blockIdx.x;
 #pragma unroll
@@ -272,7 +271,7 @@ softmax_backward_smem(const TY* __restrict__ y, const TD* __restrict__ dy, U* __
     const i64 np = row_packs<PACK>(L, mis);
     // log: this row's first YPRE packs of y a thread loaded now, in flight
     // while dy lands and is reduced (0 when !LOG)
-    constexpr int YP = (LOG && YPRE > 0) ? YPRE : 0;
+    constexpr int YP = LOG ? YPRE : 0;
     Pack<TY, PACK> ypre[YP > 0 ? YP : 1];  // raw packs: half the registers of floats for 16-bit y
 #pragma unroll
     for (int u = 0; u < YP; ++u) {
@@ -303,14 +302,14 @@ softmax_backward_smem(const TY* __restrict__ y, const TD* __restrict__ dy, U* __
         store_grad_pack<C, LOG, U, PACK>(xr, p, mis, L, yv, dv, s);
       }
     }
-    constexpr int UN = SY ? 1 : 4;  // y from global: UN loads of it in flight per thread
+    constexpr int UN = LOG ? 4 : 1;  // log: UN loads of y in flight per thread
     for (i64 p0 = threadIdx.x + (i64)YP * THREADS; p0 < np; p0 += (i64)THREADS * UN) {
       C yv[UN * PACK];
 #pragma unroll
       for (int u = 0; u < UN; ++u) {
         const i64 p = p0 + (i64)u * THREADS;
         if (p < np) {
-          if (!SY) load_row_pack<C, TY, PACK>(yr, p, mis, L, C(0), yv + u * PACK);
+          if (LOG) load_row_pack<C, TY, PACK>(yr, p, mis, L, C(0), yv + u * PACK);
           else unpack_masked<C, TY, PACK>(yb[p], p, mis, L, yv + u * PACK);
         }
       }

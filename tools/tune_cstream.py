@@ -83,17 +83,16 @@ def smem_candidates(R, L, dt, dev, log):
     packs = -(-L // pack)
     head = f"{T}, {T}, {T}, true, {pack}"
     out = [("dispatch", D.plan_backward_rows(R, L, dt, dt, dt, True, dev))]
-    for th in (256, 512, 1024):
-        for st in (1, 2):
-            for bps in (1, 2, 3):
-                for yp in (-1, 0, 1, 2, 4):  # -1: y staged in shared memory too
-                    smem = st * packs * 16 * (2 if yp < 0 else 1)
-                    if bps * (smem + 1024) > 228 * 1024 or bps * th > 2048:
-                        continue
-                    if (yp > 1 and (yp - 1) * th >= packs) or (th == 1024 and yp > 1) or (th == 256 and yp >= 0) \
-                            or (st == 1 and yp >= 0):
+    for th in (512, 1024):
+        for st in (2,):
+            smem = st * packs * 16
+            for bps in (1, 2):
+                if bps * (smem + 1024) > 228 * 1024 or bps * th > 2048:
+                    continue
+                for yp in (0, 1, 2, 4):
+                    if (yp > 1 and (yp - 1) * th >= packs) or (th == 1024 and yp > 1):
                         continue  # (1024 threads: y2 / y4 spill)
-                    out.append((f"smem t{th} b{bps} s{st} y{yp}", D.LaunchPlan(
+                    out.append((f"smem t{th} b{bps} y{yp}", D.LaunchPlan(
                         "smem", D.BWD_SOURCE, f"softmax_backward_smem<{head}, {th}, {st}, {yp}>",
                         (min(R, dev.sm_count * bps),), (th,), pack, extra=(packs,), smem=smem)))
     return out
