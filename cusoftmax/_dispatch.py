@@ -967,7 +967,9 @@ BWD_SMEM_MAX_BLOCKS_PER_SM = 2
 #: 173.5 us, 512 x 16384 28.8 vs 29.9, 4096 x 32768 330.1 vs 342.9; float32
 #: 4096 x 8192 143.6 vs 150.1, 4096 x 16384 293.9 vs 302.9. Only where y and
 #: dy share a dtype (measured there; ptxas spills some mixed pairs with it).
-BWD_SMEM_YPRE = {512: 4, 1024: 1}
+#: Keyed by (threads, bytes of a y element): 16-bit rows at 1024 threads
+#: take none (it spills for sm_80; bfloat16 4096 x 32768 gained 4% on sm_90).
+BWD_SMEM_YPRE = {(512, 2): 4, (512, 4): 4, (512, 8): 4, (1024, 2): 0, (1024, 4): 1, (1024, 8): 1}
 #: Cluster-streamed backward (softmax_backward_cstream: the stream's two
 #: passes by a cluster of BWD_CSTREAM_CLUSTER blocks of BWD_CSTREAM_THREADS
 #: per row, each block over a slice, so the second pass re-reads less from
@@ -1150,7 +1152,7 @@ def _plan_backward_smem(rows, packs, pack, y_dtype, dy_dtype, log, head, dev) ->
     threads = BWD_SMEM_THREADS_ALONE if bps == 1 else BWD_SMEM_THREADS
     # y preloaded: log-softmax with y and dy of one dtype (as measured; some
     # mixed pairs spill with it)
-    ypre = BWD_SMEM_YPRE[threads] if log and y_dtype == dy_dtype else 0
+    ypre = BWD_SMEM_YPRE[(threads, _isz(y_dtype))] if log and y_dtype == dy_dtype else 0
     k = f"softmax_backward_smem<{head}, {threads}, {BWD_SMEM_STAGES}, {ypre}>"
     return LaunchPlan("smem", BWD_SOURCE, k, (min(rows, dev.sm_count * bps),), (threads,), pack,
                       extra=(packs,), smem=smem)

@@ -623,14 +623,16 @@ def test_cluster_stream_rows(log, layout):
 @pytest.mark.parametrize("layout", ["aligned", "mis_equal"])
 def test_staged_log_rows_preloaded_y(ty, layout):
     """The staged log-softmax kernel with y preloaded into registers (its
-    YPRE > 0) at the shortest and longest staged rows (512- and 1024-thread
-    blocks), more rows than blocks (the cp.async pipeline turns over)."""
+    YPRE, > 0 at 512 threads) at the shortest and longest staged rows (512-
+    and 1024-thread blocks), more rows than blocks (the cp.async pipeline
+    turns over)."""
     with fake_device(2, 90) as dev:
         lo, hi = _dispatch.backward_row_thresholds(ty, ty, ty, dev, True, True)["smem"]
         pack = _dispatch.bwd_pack_width(ty, ty, ty)
         for L in (lo, lo + 5, hi):
             p = _dispatch.plan_backward_rows(9, L, ty, ty, ty, True, dev)
-            assert p.regime == "smem" and not p.kernel.endswith(", 0>"), p.kernel
+            want = _dispatch.BWD_SMEM_YPRE[(p.block[0], np_dtype(ty).itemsize)]
+            assert p.regime == "smem" and p.kernel.endswith(f", {want}>"), p.kernel
             # a misaligned row spans one more pack: a pack shorter still fits
             _run_rows(9, L - (pack if layout == "mis_equal" else 0), ty, True, layout, "smem")
 
