@@ -909,6 +909,19 @@ topk_radix(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ i
   }
 }
 
+// This thread's share of the (m, d) merge of a row's S block partials (wsm
+// holds them as (m, d) pairs, S per row).
+template <typename C> CSM_DEVICE MD<C> seg_partials_md(const C* wsm, i64 r, i64 S) {
+  MD<C> md = md_identity<C>();
+  for (i64 j = threadIdx.x; j < S; j += blockDim.x) {
+    MD<C> o;
+    o.m = __ldcg(wsm + 2 * (r * S + j));
+    o.d = __ldcg(wsm + 2 * (r * S + j) + 1);
+    md = md_merge(md, o);
+  }
+  return md;
+}
+
 // ----------------------------------------------------------------------------
 // topk_seg: few long rows, k <= TOPK_SEG_KP_MAX, in one launch.
 //
@@ -937,7 +950,9 @@ topk_radix(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ i
 //      is redone over every selected segment one element per thread per
 //      round, compacting whenever the slots could overflow and raising tau
 //      each time (correct, slower).
-// Typical rows give about k candidates and few re-read segments.
+// Typical rows give about k candidates and few re-read segments. For k = 1
+// the last block takes the best of the W segment maxima (each is its
+// segment's best key) and skips 2-4.
 // MODE: TOPK_ONLINE or TOPK_SELECT.
 // ----------------------------------------------------------------------------
 #define TOPK_SEG_THREADS 256
@@ -1095,6 +1110,32 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
     s_nrr = 0;
     s_tau = CT::empty();
   }
+  if (k == 1) {  // the row's best is the best segment maximum: no ranking, no re-read
+    K b = CT::empty();
+    for (int i = tid; i < W; i += bd) {
+      const K c = CT::ldcg(wk + i);
+      if (CT::better(c, b)) b = c;
+    }
+    md = MODE == TOPK_ONLINE ? seg_partials_md<C>(wsm, r, S) : md_identity<C>();
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const K t = CT::shfl_xor(b, o);
+      if (CT::better(t, b)) b = t;
+    }
+    if (lane == 0) segk[warp] = b;
+    if (MODE == TOPK_ONLINE) {
+      md = topk_block_md<C>(md, red_md);  // its barriers publish segk[]
+    } else {
+      __syncthreads();
+    }
+    if (tid == 0) {
+      for (int w = 1; w < nw; ++w)
+        if (CT::better(segk[w], b)) b = segk[w];
+      list[0] = b;
+    }
+    topk_write<C, MODE>(list, md, vals, idx, r, 1, out_code, log);  // (thread 0 writes)
+    return;
+  }
   const int KP = (int)kp;
   K* top = list;
   K* inc = list + KP;
@@ -1109,15 +1150,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
     c0 = CT::ldcg(wk + i0);
     v0 = __ldcg(wv + i0);
   }
-  md = md_identity<C>();
-  if (MODE == TOPK_ONLINE) {
-    for (i64 j = tid; j < S; j += bd) {
-      MD<C> o;
-      o.m = __ldcg(wsm + 2 * (r * S + j));
-      o.d = __ldcg(wsm + 2 * (r * S + j) + 1);
-      md = md_merge(md, o);
-    }
-  }
+  md = MODE == TOPK_ONLINE ? seg_partials_md<C>(wsm, r, S) : md_identity<C>();
   if (warp < nchunk) {
     if (i0 < W) segv[i0] = v0;
     segk[i0] = warp_sort_best_first<CT>(c0, lane);
