@@ -1,0 +1,52 @@
+"""A/B of topk_seg: kernels/_old_topk.cu (the previous commit's source, copied
+by hand) against kernels/topk.cu, same launch, alternating, CUDA events with
+the L2 flushed, median of 60 per round, 3 rounds.
+    PYTHONPATH=.:tools python tools/ab_seg.py R,L,k ..."""
+import sys
+
+import numpy as np
+import cupy as cp
+
+import cusoftmax as cs
+from cusoftmax import _dispatch as D, _topk
+from cusoftmax._loader import expanded_source, COMPILE_OPTIONS
+from tune import timeit
+
+
+def main():
+    shapes = [tuple(int(v) for v in a.split(",")) for a in sys.argv[1:]]
+    srcs = {"old": expanded_source("_old_topk.cu"), "new": expanded_source("topk.cu")}
+    mods = {}
+    for R, L, k in shapes:
+        x = cp.random.RandomState(R + L + k).standard_normal((R, L), dtype=cp.float32)
+        _topk._cache.clear()
+        cs.softmax_topk(x, k)
+        p = next(v for kk, v in _topk._cache.items() if kk[0] == x.shape and kk[3] == k)
+        pl = p.plan
+        assert pl.regime == "seg", pl
+        vals = cp.empty((R, k), cp.float32)
+        idx = cp.empty((R, k), cp.int64)
+        wmax = D.TOPK_SEG_WCAP
+        wsk = cp.empty(R * wmax * 8, np.uint8)
+        wsv = cp.empty(R * (wmax + 2 * pl.splits), np.float32)
+        cnt = cp.zeros(1024, np.uint32)
+        a = (x.data.ptr, vals.data.ptr, idx.data.ptr, wsk.data.ptr, wsv.data.ptr,
+             wsv.data.ptr + R * wmax * 4, cnt.data.ptr, L, L, k, pl.kp, pl.seg_packs, pl.seg_per_block,
+             p.code, 0)
+        res = {"old": [], "new": []}
+        outs = {}
+        for rnd in range(3):
+            for name in ("old", "new"):
+                mk = (name, pl.kernel)
+                if mk not in mods:
+                    mods[mk] = cp.RawModule(code=srcs[name], options=COMPILE_OPTIONS, name_expressions=[pl.kernel])
+                fn = mods[mk].get_function(pl.kernel)
+                res[name].append(timeit(lambda: fn(pl.grid, pl.block, a), reps=60))
+                outs[name] = (cp.asnumpy(idx).copy(), cp.asnumpy(vals).copy())
+        same = np.array_equal(outs["old"][0], outs["new"][0]) and np.array_equal(outs["old"][1], outs["new"][1])
+        print(f"{R:>4}x{L:<7} k={k:<3} old " + " ".join(f"{t:6.2f}" for t in res["old"]) +
+              " | new " + " ".join(f"{t:6.2f}" for t in res["new"]) + f" | same output: {same}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
