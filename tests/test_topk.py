@@ -429,9 +429,15 @@ def test_seg_regime(dtype):
         check(xs, k, log=k == 50)
         check(specials, k)
     check(xs, 50, algorithm="unfused")
+    # k = 1: the last block takes the best segment maximum (no ranking, no re-read)
+    assert _dispatch.plan_topk(xs.shape[0], L, 1, dtype, dtype, dev).regime == "seg"
+    check(xs, 1, log=True)
+    check(specials, 1, log=True)
+    check(xs, 1, algorithm="unfused")
     # misaligned rows (a row start mid-vector), every row count up to seg_rows - 1
     x2 = to_gpu(make_data(rng, (3, L + 3), "normal"), dtype)
     check(x2[:, 3:], 50)
+    check(x2[:, 3:], 1)
     check(x2[:, 1:-2], 64, log=True)
     many = to_gpu(make_data(rng, (th["seg_rows"] - 1, 40000), "ties"), dtype)
     assert _dispatch.plan_topk(many.shape[0], 40000, 5, dtype, dtype, dev).regime == "seg"
