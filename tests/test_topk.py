@@ -433,7 +433,7 @@ def test_seg_regime(dtype):
     assert _dispatch.plan_topk(xs.shape[0], L, 1, dtype, dtype, dev).regime == "seg"
     check(xs, 1, log=True)
     check(specials, 1, log=True)
-    check(xs, 1, algorithm="unfused")
+    check(xs, 1, algorithm="unfused")  # the same kernel, TOPK_SELECT (indices only)
     # misaligned rows (a row start mid-vector), every row count up to seg_rows - 1
     x2 = to_gpu(make_data(rng, (3, L + 3), "normal"), dtype)
     check(x2[:, 3:], 50)
