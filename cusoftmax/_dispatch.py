@@ -872,7 +872,7 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                         for npk in range(1, np_max + 1):
                             base = t * npk * pack
                             Ls.update((base - 1, base, base + 1))
-                    for npk in _PROBE_PACKS + tuple(BWD_CSTREAM_MIN_PACKS.values()):
+                    for npk in _PROBE_PACKS:
                         Ls.update((npk * pack - 1, npk * pack, npk * pack + 1))
                     Ls.add(10 ** 7)
                     for L in sorted(Ls):
@@ -993,6 +993,11 @@ def _isz(d: str) -> int:
     return numpy.dtype(_np_name(d)).itemsize
 
 
+def bwd_cstream_dtypes(y_dtype: str, dy_dtype: str, pack: int) -> bool:
+    """The cluster stream's dtype rule: float32 y and dy in 4-element packs."""
+    return pack == 4 and _isz(y_dtype) == 4 and _isz(dy_dtype) == 4
+
+
 def bwd_compute_dtype(y_dtype: str, dy_dtype: str, out_dtype: str) -> str:
     """float64 if any of the three is float64, else float32."""
     return "float64" if "float64" in (y_dtype, dy_dtype, out_dtype) else "float32"
@@ -1034,7 +1039,7 @@ def backward_row_thresholds(y_dtype: str, dy_dtype: str, out_dtype: str, dev: De
         out["warp_many"] = 32 * np_max * pack
     if dev.has_clusters:
         out["cluster"] = MAX_CLUSTER * MAX_BLOCK_THREADS * np_max * pack
-        if pack == 4 and _isz(y_dtype) == 4 and _isz(dy_dtype) == 4:
+        if bwd_cstream_dtypes(y_dtype, dy_dtype, pack):
             # from this length on, rows >= few_rows take the cluster stream
             out["cstream"] = (BWD_CSTREAM_MIN_PACKS[log] - 1) * pack + 1
     out["few_rows"] = FEW_ROWS_PER_SM * dev.sm_count
@@ -1094,10 +1099,10 @@ def plan_backward_rows(rows: int, L: int, y_dtype: str, dy_dtype: str, out_dtype
     few = rows < FEW_ROWS_PER_SM * sms
 
     # cluster stream (sm_90+): many long float32 rows, a cluster per row
-    if (dev.has_clusters and not few and pack == 4 and _isz(y_dtype) == 4 and _isz(dy_dtype) == 4
+    if (dev.has_clusters and not few and bwd_cstream_dtypes(y_dtype, dy_dtype, pack)
             and packs >= BWD_CSTREAM_MIN_PACKS[log]):
         cl = BWD_CSTREAM_CLUSTER
-        k = (f"softmax_backward_cstream<{head}, {STREAM_UNROLL}, {BWD_CSTREAM_THREADS}, {cl}>")
+        k = f"softmax_backward_cstream<{head}, {STREAM_UNROLL}, {BWD_CSTREAM_THREADS}, {cl}>"
         nclusters = min(rows, max(1, (sms * MAX_BLOCKS_PER_SM) // cl))
         return LaunchPlan("cstream", src, k, (nclusters * cl,), (BWD_CSTREAM_THREADS,), pack,
                           extra=(_cdiv(packs, cl),), cluster=cl)

@@ -7,9 +7,8 @@ import sys
 import numpy as np
 import cupy as cp
 
-import cusoftmax as cs
-from cusoftmax import _dispatch as D, _topk
 from cusoftmax._loader import expanded_source, COMPILE_OPTIONS
+from prof_seg import SegCase
 from tune import timeit
 
 
@@ -18,21 +17,8 @@ def main():
     srcs = {"old": expanded_source("_old_topk.cu"), "new": expanded_source("topk.cu")}
     mods = {}
     for R, L, k in shapes:
-        x = cp.random.RandomState(R + L + k).standard_normal((R, L), dtype=cp.float32)
-        _topk._cache.clear()
-        cs.softmax_topk(x, k)
-        p = next(v for kk, v in _topk._cache.items() if kk[0] == x.shape and kk[3] == k)
-        pl = p.plan
-        assert pl.regime == "seg", pl
-        vals = cp.empty((R, k), cp.float32)
-        idx = cp.empty((R, k), cp.int64)
-        wmax = D.TOPK_SEG_WCAP
-        wsk = cp.empty(R * wmax * 8, np.uint8)
-        wsv = cp.empty(R * (wmax + 2 * pl.splits), np.float32)
-        cnt = cp.zeros(1024, np.uint32)
-        a = (x.data.ptr, vals.data.ptr, idx.data.ptr, wsk.data.ptr, wsv.data.ptr,
-             wsv.data.ptr + R * wmax * 4, cnt.data.ptr, L, L, k, pl.kp, pl.seg_packs, pl.seg_per_block,
-             p.code, 0)
+        c = SegCase(R, L, k)
+        pl, a, idx, vals = c.plan, c.args, c.idx, c.vals
         res = {"old": [], "new": []}
         outs = {}
         for rnd in range(3):

@@ -14,6 +14,29 @@ from cusoftmax._loader import expanded_source, COMPILE_OPTIONS
 from tune import timeit
 
 
+class SegCase:
+    """One seg-regime launch of float32 rows: the plan, its arguments and
+    buffers (x, vals, idx, workspaces, the per-row counters)."""
+
+    def __init__(self, R, L, k):
+        self.x = x = cp.random.RandomState(R + L + k).standard_normal((R, L), dtype=cp.float32)
+        _topk._cache.clear()
+        cs.softmax_topk(x, k)
+        p = next(v for kk, v in _topk._cache.items() if kk[0] == x.shape and kk[3] == k)
+        self.plan = pl = p.plan
+        assert pl.regime == "seg", pl
+        self.vals = cp.empty((R, k), cp.float32)
+        self.idx = cp.empty((R, k), cp.int64)
+        wmax = D.TOPK_SEG_WCAP
+        self.wsk = cp.empty(R * wmax * 8, np.uint8)
+        self.wsv = cp.empty(R * (wmax + 2 * pl.splits), np.float32)
+        self.cnt = cp.zeros(1024, np.uint32)
+        self.args = (x.data.ptr, self.vals.data.ptr, self.idx.data.ptr, self.wsk.data.ptr, self.wsv.data.ptr,
+                     self.wsv.data.ptr + R * wmax * 4, self.cnt.data.ptr, L, L, k, pl.kp, pl.seg_packs,
+                     pl.seg_per_block, p.code, 0)
+
+
+
 def main():
     args = sys.argv[1:]
     variants = [()]
@@ -28,21 +51,8 @@ def main():
     src = expanded_source("topk.cu")
     mods = {}
     for R, L, k in shapes:
-        x = cp.random.RandomState(R + L + k).standard_normal((R, L), dtype=cp.float32)
-        _topk._cache.clear()
-        cs.softmax_topk(x, k)
-        p = next(v for kk, v in _topk._cache.items() if kk[0] == x.shape and kk[3] == k)
-        pl = p.plan
-        assert pl.regime == "seg", pl
-        vals = cp.empty((R, k), cp.float32)
-        idx = cp.empty((R, k), cp.int64)
-        wmax = D.TOPK_SEG_WCAP
-        wsk = cp.empty(R * wmax * 8, np.uint8)
-        wsv = cp.empty(R * (wmax + 2 * pl.splits), np.float32)
-        cnt = cp.zeros(1024, np.uint32)
-        a = (x.data.ptr, vals.data.ptr, idx.data.ptr, wsk.data.ptr, wsv.data.ptr,
-             wsv.data.ptr + R * wmax * 4, cnt.data.ptr, L, L, k, pl.kp, pl.seg_packs, pl.seg_per_block,
-             p.code, 0)
+        c = SegCase(R, L, k)
+        pl, a, cnt = c.plan, c.args, c.cnt
         line = f"{R:>4}x{L:<7} k={k:<3} grid={pl.grid} block={pl.block} sp={pl.seg_packs}:"
         runs = [(stop, ()) for stop in (1, 2, 3, 4, 5, 0)] if len(variants) == 1 else \
             [(0, v) for v in variants]
