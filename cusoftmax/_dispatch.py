@@ -959,17 +959,26 @@ BWD_SMEM_THREADS_ALONE = 1024
 BWD_SMEM_STAGES = 2
 BWD_SMEM_BYTES = 224 * 1024
 BWD_SMEM_MAX_BLOCKS_PER_SM = 2
-#: Log-softmax in the smem kernel: packs of y a thread loads into registers
-#: before the row's dy is reduced (its YPRE), by block size; y's DRAM latency
-#: then overlaps the reduction instead of following it (more would spill at
-#: 1024 threads). H100 (tools/tune_cstream.py --what smem,
-#: kernels/tune_smem_ypre.txt), against none: bfloat16 4096 x 16384 145.2 vs
-#: 173.5 us, 512 x 16384 28.8 vs 29.9, 4096 x 32768 330.1 vs 342.9; float32
-#: 4096 x 8192 143.6 vs 150.1, 4096 x 16384 293.9 vs 302.9. Only where y and
-#: dy share a dtype (measured there; ptxas spills some mixed pairs with it).
-#: Keyed by (threads, bytes of a y element): 16-bit rows at 1024 threads
-#: take none (it spills for sm_80; bfloat16 4096 x 32768 gained 4% on sm_90).
-BWD_SMEM_YPRE = {(512, 2): 4, (512, 4): 4, (512, 8): 4, (1024, 2): 0, (1024, 4): 1, (1024, 8): 1}
+#: Log-softmax in the smem kernel: one stage, one row per block (grid =
+#: rows), as many blocks an SM as shared memory allows (their loads overlap
+#: each other's reductions), launch bounds to match. By the bytes of a row
+#: (dy staged; +1 KiB a block), (threads, blocks an SM): >= 8 fit -> (256,
+#: 8), >= 4 -> (512, 4), >= 2 -> (512, 2), else (1024, 1); rows up to
+#: BWD_SMEM1_MAX_BYTES. H100 (tools/tune_bwd_occ.py, kernels/tune_bwd_occ.txt;
+#: torch in brackets), against the two-stage persistent form with 4 packs of
+#: y preloaded: bfloat16 512 x 16384 25.8 vs 27.9 us (23.4), 4096 x 16384
+#: 142.1 vs 144.7 (138.6), 4096 x 32768 272.9 vs 281.8 (355.8); float32 4096 x
+#: 8192 139.0 vs 143.6 (139.1), 4096 x 16384 271.4 vs 280.8 (322.1), and
+#: against the register cluster kernel 512 x 32768 77.5 vs 100.7 (98.4), 4096
+#: x 32768 536.1 vs 686.3 (724.6). 1024 threads at 2 blocks an SM spill.
+BWD_SMEM1_SHAPES = ((8, 256, 8), (4, 512, 4), (2, 512, 2), (1, 1024, 1))
+BWD_SMEM1_MAX_BYTES = 128 * 1024
+#: Float32 log-softmax rows of BWD_LOG32_BLOCK_PACKS packs (lo, hi] in the
+#: block regime: 512 threads of 2 packs at full occupancy (launch bounds for
+#: 4 blocks an SM) instead of 1024 threads of one. H100
+#: (kernels/tune_bwd_occ.txt), 4096 columns: 512 rows 13.6 vs 14.4 us (torch
+#: 13.7), 4096 rows 72.4 vs 75.1 (72.6); 16-bit rows gain nothing.
+BWD_LOG32_BLOCK_PACKS = (512, 1024)
 #: Cluster-streamed backward (softmax_backward_cstream: the stream's two
 #: passes by a cluster of BWD_CSTREAM_CLUSTER blocks of BWD_CSTREAM_THREADS
 #: per row, each block over a slice, so the second pass re-reads less from
@@ -993,8 +1002,9 @@ def _isz(d: str) -> int:
     return numpy.dtype(_np_name(d)).itemsize
 
 
-def bwd_cstream_dtypes(y_dtype: str, dy_dtype: str, pack: int) -> bool:
-    """The cluster stream's dtype rule: float32 y and dy in 4-element packs."""
+def bwd_f32_pair(y_dtype: str, dy_dtype: str, pack: int) -> bool:
+    """float32 y and dy in 4-element packs (the rule of the cluster stream and
+    of the float32 log-softmax block shape, as measured)."""
     return pack == 4 and _isz(y_dtype) == 4 and _isz(dy_dtype) == 4
 
 
@@ -1039,14 +1049,16 @@ def backward_row_thresholds(y_dtype: str, dy_dtype: str, out_dtype: str, dev: De
         out["warp_many"] = 32 * np_max * pack
     if dev.has_clusters:
         out["cluster"] = MAX_CLUSTER * MAX_BLOCK_THREADS * np_max * pack
-        if bwd_cstream_dtypes(y_dtype, dy_dtype, pack):
+        if bwd_f32_pair(y_dtype, dy_dtype, pack):
             # from this length on, rows >= few_rows take the cluster stream
             out["cstream"] = (BWD_CSTREAM_MIN_PACKS[log] - 1) * pack + 1
     out["few_rows"] = FEW_ROWS_PER_SM * dev.sm_count
     if (pack > 1 and _isz(dy_dtype) * pack == VECTOR_BYTES
             and (log or (_isz(y_dtype) * pack == VECTOR_BYTES and pack < 8))):
-        per_pack = BWD_SMEM_STAGES * VECTOR_BYTES * (1 if log else 2)
-        hi = min(BWD_SMEM_BYTES, dev.max_smem) // per_pack
+        budget = min(BWD_SMEM_BYTES, dev.max_smem)
+        # log-softmax: one stage of dy; softmax: BWD_SMEM_STAGES of y and dy
+        hi = (min(budget, BWD_SMEM1_MAX_BYTES) // VECTOR_BYTES if log
+              else budget // (BWD_SMEM_STAGES * VECTOR_BYTES * 2))
         if hi >= BWD_SMEM_MIN_PACKS:
             out["smem"] = (BWD_SMEM_MIN_PACKS * pack, hi * pack)
             out["smem_rows"] = BWD_SMEM_MIN_ROWS_PER_SM * dev.sm_count
@@ -1091,15 +1103,20 @@ def plan_backward_rows(rows: int, L: int, y_dtype: str, dy_dtype: str, out_dtype
     # block: one block per row, row in registers
     if packs <= MAX_BLOCK_THREADS * np_max:
         ppt = min(np_max, BWD_PACKS_PER_THREAD or np_max)
+        lo, hi = BWD_LOG32_BLOCK_PACKS
+        log32 = log and bwd_f32_pair(y_dtype, dy_dtype, pack) and lo < packs <= hi
+        if log32:
+            ppt = 2
         threads = min(MAX_BLOCK_THREADS, max(MIN_BLOCK_THREADS, _next_pow2(_cdiv(packs, ppt))))
         np_ = _ladder(_cdiv(packs, threads))
-        k = f"softmax_backward_block<{head}, {np_}, {threads}>"
+        minb = 2048 // threads if log32 else 1
+        k = f"softmax_backward_block<{head}, {np_}, {threads}, {minb}>"
         return LaunchPlan("block", src, k, (min(rows, sms * MAX_BLOCKS_PER_SM),), (threads,), pack)
 
     few = rows < FEW_ROWS_PER_SM * sms
 
     # cluster stream (sm_90+): many long float32 rows, a cluster per row
-    if (dev.has_clusters and not few and bwd_cstream_dtypes(y_dtype, dy_dtype, pack)
+    if (dev.has_clusters and not few and bwd_f32_pair(y_dtype, dy_dtype, pack)
             and packs >= BWD_CSTREAM_MIN_PACKS[log]):
         cl = BWD_CSTREAM_CLUSTER
         k = f"softmax_backward_cstream<{head}, {STREAM_UNROLL}, {BWD_CSTREAM_THREADS}, {cl}>"
@@ -1149,16 +1166,22 @@ def _plan_backward_smem(rows, packs, pack, y_dtype, dy_dtype, log, head, dev) ->
             or _isz(dy_dtype) * pack != VECTOR_BYTES or (not log and _isz(y_dtype) * pack != VECTOR_BYTES)
             or (not log and pack >= 8)):
         return None
-    smem = BWD_SMEM_STAGES * packs * VECTOR_BYTES * (1 if log else 2)
     budget = min(BWD_SMEM_BYTES, dev.max_smem)
+    if log:  # one stage, one row a block, as many blocks as fit
+        smem = packs * VECTOR_BYTES
+        if smem > min(budget, BWD_SMEM1_MAX_BYTES):
+            return None
+        fit = budget // (smem + 1024)
+        _, threads, minb = next(t for t in BWD_SMEM1_SHAPES if fit >= t[0])
+        k = f"softmax_backward_smem<{head}, {threads}, 1, {minb}>"
+        return LaunchPlan("smem", BWD_SOURCE, k, (min(rows, 2 ** 31 - 1),), (threads,), pack,
+                          extra=(packs,), smem=smem)
+    smem = BWD_SMEM_STAGES * packs * VECTOR_BYTES * 2
     if smem > budget:
         return None
     bps = max(1, min(BWD_SMEM_MAX_BLOCKS_PER_SM, budget // (smem + 1024)))
     threads = BWD_SMEM_THREADS_ALONE if bps == 1 else BWD_SMEM_THREADS
-    # y preloaded: log-softmax with y and dy of one dtype (as measured; some
-    # mixed pairs spill with it)
-    ypre = BWD_SMEM_YPRE[(threads, _isz(y_dtype))] if log and y_dtype == dy_dtype else 0
-    k = f"softmax_backward_smem<{head}, {threads}, {BWD_SMEM_STAGES}, {ypre}>"
+    k = f"softmax_backward_smem<{head}, {threads}, {BWD_SMEM_STAGES}, 1>"
     return LaunchPlan("smem", BWD_SOURCE, k, (min(rows, dev.sm_count * bps),), (threads,), pack,
                       extra=(packs,), smem=smem)
 

@@ -144,8 +144,8 @@ softmax_backward_warp(const TY* __restrict__ y, const TD* __restrict__ dy, U* __
 // softmax_backward_block: one block per row (blocks stride over rows); thread
 // t holds packs t, t + THREADS, ... (NP of them) of y and dy.
 // ---------------------------------------------------------------------------
-template <typename TY, typename TD, typename U, bool LOG, int PACK, int NP, int THREADS>
-__global__ void __launch_bounds__(THREADS, 1)
+template <typename TY, typename TD, typename U, bool LOG, int PACK, int NP, int THREADS, int MINB>
+__global__ void __launch_bounds__(THREADS, MINB)
 softmax_backward_block(const TY* __restrict__ y, const TD* __restrict__ dy, U* __restrict__ dx,
                        i64 rows, i64 L, i64 sy, i64 sd, i64 sx) {
   typedef typename BwdCompute<TY, TD, U>::type C;
@@ -213,16 +213,16 @@ softmax_backward_cluster(const TY* __restrict__ y, const TD* __restrict__ dy, U*
 #endif
 
 // ---------------------------------------------------------------------------
-// softmax_backward_smem: many rows of a few tens of KB. Persistent blocks
-// stride over rows; each stages its next rows in shared memory with cp.async
-// (STAGES - 1 rows in flight) while it reduces and writes the current one, so
-// the memory system never idles behind a reduction. Staged: dy, and y for
-// softmax (log-softmax reads y from global: its first YPRE packs a thread
-// are loaded into registers before the row's dy is reduced, the rest when
-// dx is written). One read of y
-// and dy, one write of dx. Dynamic shared memory: STAGES * cpk * 16 bytes per
-// staged array, cpk >= the packs of a row (run time). PACK * sizeof of every
-// staged type is 16 (the dispatcher's condition for this kernel).
+// softmax_backward_smem: many rows of a few tens of KB. Blocks stride over
+// rows; each stages its next rows in shared memory with cp.async (STAGES - 1
+// rows in flight) while it reduces and writes the current one. STAGES = 1
+// with one row per block (grid = rows) and MINB blocks an SM is the
+// full-occupancy form: the other resident blocks' loads cover a block's
+// reduction. Staged: dy, and y for softmax (log-softmax reads y from global
+// when dx is written, UN packs a thread in flight). One read of y and dy, one
+// write of dx. Dynamic shared memory: STAGES * cpk * 16 bytes per staged
+// array, cpk >= the packs of a row (run time). PACK * sizeof of every staged
+// type is 16 (the dispatcher's condition for this kernel).
 // ---------------------------------------------------------------------------
 template <typename T, int PACK, int THREADS>
 CSM_DEVICE void bwd_prefetch(Pack<T, PACK>* buf, const T* row, i64 np, int mis) {
@@ -238,8 +238,8 @@ CSM_DEVICE void unpack_masked(const Pack<T, PACK>& pk, i64 p, int mis, i64 L, C*
   }
 }
 
-template <typename TY, typename TD, typename U, bool LOG, int PACK, int THREADS, int STAGES, int YPRE>
-__global__ void __launch_bounds__(THREADS)
+template <typename TY, typename TD, typename U, bool LOG, int PACK, int THREADS, int STAGES, int MINB>
+__global__ void __launch_bounds__(THREADS, MINB)
 softmax_backward_smem(const TY* __restrict__ y, const TD* __restrict__ dy, U* __restrict__ dx,
                       i64 rows, i64 L, i64 sy, i64 sd, i64 sx, i64 cpk) {
   typedef typename BwdCompute<TY, TD, U>::type C;
@@ -269,15 +269,6 @@ softmax_backward_smem(const TY* __restrict__ y, const TD* __restrict__ dy, U* __
     const TY* yr = y + r * sy;
     const int mis = row_misalignment<TY, PACK>(yr);
     const i64 np = row_packs<PACK>(L, mis);
-    // log: this row's first YPRE packs of y a thread loaded now, in flight
-    // while dy lands and is reduced (0 when !LOG)
-    constexpr int YP = LOG ? YPRE : 0;
-    Pack<TY, PACK> ypre[YP > 0 ? YP : 1];  // raw packs: half the registers of floats for 16-bit y
-#pragma unroll
-    for (int u = 0; u < YP; ++u) {
-      const i64 p = threadIdx.x + (i64)u * THREADS;
-      if (p < np) ypre[u] = load_pack<TY, PACK>(yr + (p * PACK - mis));
-    }
     cp_async_wait<STAGES - 1>();  // this row's group has landed
     __syncthreads();
     const Pack<TD, PACK>* db = dbuf + cur * cpk;
@@ -292,34 +283,24 @@ softmax_backward_smem(const TY* __restrict__ y, const TD* __restrict__ dy, U* __
     }
     s = block_allreduce_sum<C, THREADS>(s, red);
     U* xr = dx + r * sx;
-#pragma unroll
-    for (int u = 0; u < YP; ++u) {
-      const i64 p = threadIdx.x + (i64)u * THREADS;
-      if (p < np) {
-        C yv[PACK], dv[PACK];
-        unpack_masked<C, TY, PACK>(ypre[u], p, mis, L, yv);
-        unpack_masked<C, TD, PACK>(db[p], p, mis, L, dv);
-        store_grad_pack<C, LOG, U, PACK>(xr, p, mis, L, yv, dv, s);
-      }
-    }
-    constexpr int UN = LOG ? 4 : 1;  // log: UN loads of y in flight per thread
-    for (i64 p0 = threadIdx.x + (i64)YP * THREADS; p0 < np; p0 += (i64)THREADS * UN) {
-      C yv[UN * PACK];
+    // log: UN loads of y in flight a thread (1 within the 32-40 registers of
+    // 3-4 blocks an SM: more spills)
+    constexpr int UN = LOG ? (MINB > 2 ? 1 : 4) : 1;
+    for (i64 p0 = threadIdx.x; p0 < np; p0 += (i64)THREADS * UN) {
+      Pack<TY, PACK> yk[UN];  // raw packs: half the registers of floats for 16-bit y
 #pragma unroll
       for (int u = 0; u < UN; ++u) {
         const i64 p = p0 + (i64)u * THREADS;
-        if (p < np) {
-          if (LOG) load_row_pack<C, TY, PACK>(yr, p, mis, L, C(0), yv + u * PACK);
-          else unpack_masked<C, TY, PACK>(yb[p], p, mis, L, yv + u * PACK);
-        }
+        if (p < np) yk[u] = LOG ? load_pack<TY, PACK>(yr + (p * PACK - mis)) : yb[p];
       }
 #pragma unroll
       for (int u = 0; u < UN; ++u) {
         const i64 p = p0 + (i64)u * THREADS;
         if (p < np) {
-          C dv[PACK];
+          C yv[PACK], dv[PACK];
+          unpack_masked<C, TY, PACK>(yk[u], p, mis, L, yv);
           unpack_masked<C, TD, PACK>(db[p], p, mis, L, dv);
-          store_grad_pack<C, LOG, U, PACK>(xr, p, mis, L, yv + u * PACK, dv, s);
+          store_grad_pack<C, LOG, U, PACK>(xr, p, mis, L, yv, dv, s);
         }
       }
     }
@@ -336,18 +317,26 @@ template <typename C, bool LOG, typename TY, typename TD, int PACK, int UNROLL, 
 CSM_DEVICE C stream_bwd_sum(const TY* yr, const TD* dr, i64 p_begin, i64 p_end, int mis, i64 L) {
   C acc = C(0);
   for (i64 p0 = p_begin + threadIdx.x; p0 < p_end; p0 += (i64)THREADS * UNROLL) {
-    C yv[UNROLL * PACK], dv[UNROLL * PACK];
+    Pack<TY, PACK> yk[UNROLL];  // raw packs (p < p_end <= the row's packs: in bounds)
+    Pack<TD, PACK> dk[UNROLL];
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       const i64 p = p0 + (i64)u * THREADS;
       if (p < p_end) {
-        load_for_sum<C, LOG, TY, TD, PACK>(yr, dr, p, mis, L, yv + u * PACK, dv + u * PACK);
-      } else {
-#pragma unroll
-        for (int e = 0; e < PACK; ++e) yv[u * PACK + e] = dv[u * PACK + e] = C(0);
+        if (!LOG) yk[u] = load_pack<TY, PACK>(yr + (p * PACK - mis));
+        dk[u] = load_pack<TD, PACK>(dr + (p * PACK - mis));
       }
     }
-    acc += values_sum<C, LOG, UNROLL * PACK>(yv, dv);
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const i64 p = p0 + (i64)u * THREADS;
+      if (p < p_end) {
+        C yv[PACK], dv[PACK];
+        if (!LOG) unpack_masked<C, TY, PACK>(yk[u], p, mis, L, yv);
+        unpack_masked<C, TD, PACK>(dk[u], p, mis, L, dv);
+        acc += values_sum<C, LOG, PACK>(yv, dv);
+      }
+    }
   }
   return acc;
 }
@@ -362,18 +351,25 @@ CSM_DEVICE void stream_bwd_write(const TY* yr, const TD* dr, U* xr, i64 p_begin,
   const i64 nb = (p_end - p_begin + step - 1) / step;
   for (i64 j = 0; j < nb; ++j) {
     const i64 p0 = p_begin + (REV ? nb - 1 - j : j) * step + threadIdx.x;
-    C yv[UNROLL * PACK], dv[UNROLL * PACK];
+    Pack<TY, PACK> yk[UNROLL];  // raw packs (p < p_end <= the row's packs: in bounds)
+    Pack<TD, PACK> dk[UNROLL];
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       const i64 p = p0 + (i64)u * THREADS;
       if (p < p_end) {
-        load_pair<C, TY, TD, PACK>(yr, dr, p, mis, L, yv + u * PACK, dv + u * PACK);
+        yk[u] = load_pack<TY, PACK>(yr + (p * PACK - mis));
+        dk[u] = load_pack<TD, PACK>(dr + (p * PACK - mis));
       }
     }
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       const i64 p = p0 + (i64)u * THREADS;
-      if (p < p_end) store_grad_pack<C, LOG, U, PACK>(xr, p, mis, L, yv + u * PACK, dv + u * PACK, s);
+      if (p < p_end) {
+        C yv[PACK], dv[PACK];
+        unpack_masked<C, TY, PACK>(yk[u], p, mis, L, yv);
+        unpack_masked<C, TD, PACK>(dk[u], p, mis, L, dv);
+        store_grad_pack<C, LOG, U, PACK>(xr, p, mis, L, yv, dv, s);
+      }
     }
   }
 }

@@ -298,7 +298,8 @@ def test_16bit_log_backward_long_rows(dt):
     def regime(R, L, log, d=dt):
         return _dispatch.plan_backward_rows(R, L, d, d, d, log, H100).regime
 
-    assert regime(512, 65536, True) == "stream"
+    assert regime(512, 65536, True) == "smem"  # 128 KiB: staged
+    assert regime(512, 65544, True) == "stream"
     assert regime(H100.sm_count, 131072, True) == "stream"
     assert regime(512, 65536, False) == "cluster"
     assert regime(64, 65536, True) == "cluster"
@@ -621,20 +622,26 @@ def test_cluster_stream_rows(log, layout):
 @pytest.mark.gpu
 @pytest.mark.parametrize("ty", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("layout", ["aligned", "mis_equal"])
-def test_staged_log_rows_preloaded_y(ty, layout):
-    """The staged log-softmax kernel with y preloaded into registers (its
-    YPRE, > 0 at 512 threads) at the shortest and longest staged rows (512-
-    and 1024-thread blocks), more rows than blocks (the cp.async pipeline
-    turns over)."""
+def test_staged_log_rows_one_per_block(ty, layout):
+    """The staged log-softmax kernel (one stage, one row a block, as many
+    blocks an SM as shared memory allows): the shortest and longest staged
+    rows and one between, which take three of its block shapes (threads,
+    launch bounds), aligned and misaligned, odd lengths."""
     with fake_device(2, 90) as dev:
         lo, hi = _dispatch.backward_row_thresholds(ty, ty, ty, dev, True, True)["smem"]
         pack = _dispatch.bwd_pack_width(ty, ty, ty)
-        for L in (lo, lo + 5, hi):
+        budget = min(_dispatch.BWD_SMEM_BYTES, dev.max_smem)
+        shapes = set()
+        for L in (lo, lo + 5, 2 * lo, hi):
             p = _dispatch.plan_backward_rows(9, L, ty, ty, ty, True, dev)
-            want = _dispatch.BWD_SMEM_YPRE[(p.block[0], np_dtype(ty).itemsize)]
-            assert p.regime == "smem" and p.kernel.endswith(f", {want}>"), p.kernel
+            fit = budget // (p.extra[0] * 16 + 1024)
+            _, threads, minb = next(t for t in _dispatch.BWD_SMEM1_SHAPES if fit >= t[0])
+            assert p.regime == "smem" and p.kernel.endswith(f", {threads}, 1, {minb}>"), p.kernel
+            assert p.block == (threads,) and p.grid == (9,), p
+            shapes.add(threads * 10 + minb)
             # a misaligned row spans one more pack: a pack shorter still fits
             _run_rows(9, L - (pack if layout == "mis_equal" else 0), ty, True, layout, "smem")
+        assert len(shapes) == 3, shapes
 
 
 @pytest.mark.gpu
