@@ -122,6 +122,25 @@ SMEM_MIN_ROWS_PER_SM = 6
 #: block can opt in to), and the deepest pipeline it uses.
 SMEM_BYTES = 224 * 1024
 SMEM_MAX_STAGES = 2  # measured: a third stage does not help
+#: One row a block staged in shared memory (softmax_smem / the backward's
+#: softmax_backward_smem with one stage, grid = rows): (blocks that fit by
+#: shared memory at least, threads, launch-bound blocks an SM). Blocks hold a
+#: row (+1 KiB each); the resident blocks' loads overlap one another's
+#: reductions. 1024 threads at 2 blocks an SM spill.
+SMEM1_SHAPES = ((8, 256, 8), (4, 512, 4), (2, 512, 2), (1, 1024, 1))
+#: Forward rows of FWD_SMEM1_ROW_BYTES[input itemsize] (lo, hi) bytes, from
+#: FWD_SMEM1_MIN_ROWS_PER_SM rows an SM: one row a block. H100
+#: (tools/tune_fwd_occ.py, kernels/tune_fwd_occ.txt; softmax / log-softmax,
+#: us) against the dispatched block / persistent smem plans: bfloat16 4096 x
+#: 8192 57.8 / 57.5 vs 61.7 / 59.6, 4096 x 16384 106.3 / 102.4 vs 120.8 /
+#: 120.6, 512 x 32768 32.8 / 31.9 vs 38.2 / 37.5, 4096 x 32768 193.6 / 192.6
+#: vs 212.2 / 197.6; float32 4096 x 8192 97.9 / 97.5 vs 102.5 / 101.0, 512 x
+#: 16384 30.2 / 29.4 vs 31.2 / 30.9, 4096 x 16384 193.4 / 199.2 vs 196.3 /
+#: 196.1. Slower: 8 KiB rows (bfloat16 4096 x 4096 34.9 vs 32.1), float32 16
+#: KiB rows (52.8 vs 51.7), 128 KiB rows (float32 4096 x 32768 581 vs 434: one
+#: block an SM).
+FWD_SMEM1_ROW_BYTES = {2: (16 * 1024, 64 * 1024), 4: (32 * 1024, 64 * 1024)}
+FWD_SMEM1_MIN_ROWS_PER_SM = 2
 #: Few rows take a cluster per row only if each row gets >= this many SMs.
 MIN_CLUSTER_FEW = 4
 #: Block regime: target packs per thread.
@@ -501,6 +520,19 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
         return LaunchPlan("smem", src, k, (grid,), (SMEM_THREADS,), pack, extra=(cpk,),
                           smem=stages * cpk * VECTOR_BYTES, cluster=cluster)
 
+    # many rows of a few tens of KB: one row a block staged in shared memory
+    # at full occupancy (cp.async moves 16-byte input packs)
+    in_isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    sm1 = FWD_SMEM1_ROW_BYTES.get(in_isz)
+    if (sm1 and in_isz * pack == VECTOR_BYTES and rows >= FWD_SMEM1_MIN_ROWS_PER_SM * sms
+            and sm1[0] <= packs * VECTOR_BYTES <= sm1[1]):
+        shape = smem1_shape(packs * VECTOR_BYTES, dev)
+        if shape is not None:
+            th, minb = shape
+            k = f"softmax_smem<{T}, {U}, {LG}, {pack}, {th}, 1, 1, {minb}>"
+            return LaunchPlan("smem", src, k, (min(rows, sms * MAX_BLOCKS_PER_SM),), (th,), pack, extra=(packs,),
+                              smem=packs * VECTOR_BYTES)
+
     # block: one block per row, row in registers
     if packs <= (BLOCK_FIRST_PACKS_16 if narrow else BLOCK_FIRST_PACKS) or (few and packs <= block_cap):
         return block_plan()
@@ -561,6 +593,14 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
         return LaunchPlan("cluster", src, k, (nclusters * cluster,), (CLUSTER_THREADS,), pack)
 
     return _plan_stream(rows, pack, T, U, LG, sms, wide_c)
+
+
+def smem1_shape(row_bytes: int, dev: DeviceInfo) -> Optional[tuple]:
+    """(threads, launch-bound blocks an SM) of a one-row-a-block staged
+    kernel for rows of ``row_bytes`` (SMEM1_SHAPES), or None if a row does
+    not fit."""
+    fit = min(SMEM_BYTES, dev.max_smem) // (row_bytes + 1024)
+    return next((t[1:] for t in SMEM1_SHAPES if fit >= t[0]), None)
 
 
 def cluster_fit_estimate(sms: int, cluster: int) -> int:
@@ -959,26 +999,28 @@ BWD_SMEM_THREADS_ALONE = 1024
 BWD_SMEM_STAGES = 2
 BWD_SMEM_BYTES = 224 * 1024
 BWD_SMEM_MAX_BLOCKS_PER_SM = 2
-#: Log-softmax in the smem kernel: one stage, one row per block (grid =
-#: rows), as many blocks an SM as shared memory allows (their loads overlap
-#: each other's reductions), launch bounds to match. By the bytes of a row
-#: (dy staged; +1 KiB a block), (threads, blocks an SM): >= 8 fit -> (256,
-#: 8), >= 4 -> (512, 4), >= 2 -> (512, 2), else (1024, 1); rows up to
-#: BWD_SMEM1_MAX_BYTES. H100 (tools/tune_bwd_occ.py, kernels/tune_bwd_occ.txt;
-#: torch in brackets), against the two-stage persistent form with 4 packs of
-#: y preloaded: bfloat16 512 x 16384 25.8 vs 27.9 us (23.4), 4096 x 16384
-#: 142.1 vs 144.7 (138.6), 4096 x 32768 272.9 vs 281.8 (355.8); float32 4096 x
-#: 8192 139.0 vs 143.6 (139.1), 4096 x 16384 271.4 vs 280.8 (322.1), and
-#: against the register cluster kernel 512 x 32768 77.5 vs 100.7 (98.4), 4096
-#: x 32768 536.1 vs 686.3 (724.6). 1024 threads at 2 blocks an SM spill.
-BWD_SMEM1_SHAPES = ((8, 256, 8), (4, 512, 4), (2, 512, 2), (1, 1024, 1))
-BWD_SMEM1_MAX_BYTES = 128 * 1024
+#: Log-softmax in the smem kernel: one stage, one row per block (grid = rows),
+#: as many blocks an SM as shared memory allows (SMEM1_SHAPES, by the bytes of
+#: dy's row); rows up to the staging budget (BWD_SMEM_BYTES). H100
+#: (tools/tune_bwd_occ.py, kernels/tune_bwd_occ*.txt; torch in brackets),
+#: against the two-stage persistent form with 4 packs of y preloaded: bfloat16
+#: 512 x 16384 25.8 vs 27.9 us (23.4), 4096 x 16384 142.1 vs 144.7 (138.6),
+#: 4096 x 32768 272.9 vs 281.8 (355.8); float32 4096 x 8192 139.0 vs 143.6
+#: (139.1), 4096 x 16384 271.4 vs 280.8 (322.1); against the register cluster
+#: kernel 512 x 32768 77.5 vs 100.7 (98.4), 4096 x 32768 536.1 vs 686.3
+#: (724.6); against the cluster stream 4096 x 50257 861 vs 1118 (1161). 16-bit
+#: dy rows from BWD_SMEM1_MANY[0] packs are staged when there are
+#: BWD_SMEM1_MANY[1] rows or more: bfloat16 4096 x 8192 75.2 vs 80.7 us in
+#: registers (73.3); 512 rows stay in registers (15.0 vs 16.1).
+BWD_SMEM1_MANY = (1024, 4096)
 #: Float32 log-softmax rows of BWD_LOG32_BLOCK_PACKS packs (lo, hi] in the
-#: block regime: 512 threads of 2 packs at full occupancy (launch bounds for
-#: 4 blocks an SM) instead of 1024 threads of one. H100
-#: (kernels/tune_bwd_occ.txt), 4096 columns: 512 rows 13.6 vs 14.4 us (torch
-#: 13.7), 4096 rows 72.4 vs 75.1 (72.6); 16-bit rows gain nothing.
+#: block regime, from BWD_LOG32_BLOCK_ROWS rows: 512 threads of 2 packs at
+#: full occupancy (launch bounds for 4 blocks an SM) instead of 1024 threads
+#: of one. H100 (kernels/tune_bwd_occ.txt, backward bench at 45a0964), 4096
+#: columns: 4096 rows 72.4 vs 75.1 us (torch 72.6); 512 rows 14.8 either way,
+#: 1-64 rows slower (1 x 4096 6.6 vs 5.7); 16-bit rows gain nothing.
 BWD_LOG32_BLOCK_PACKS = (512, 1024)
+BWD_LOG32_BLOCK_ROWS = 4096
 #: Cluster-streamed backward (softmax_backward_cstream: the stream's two
 #: passes by a cluster of BWD_CSTREAM_CLUSTER blocks of BWD_CSTREAM_THREADS
 #: per row, each block over a slice, so the second pass re-reads less from
@@ -1036,7 +1078,8 @@ def backward_row_thresholds(y_dtype: str, dy_dtype: str, out_dtype: str, dev: De
     any row count); ``warp_many`` (where it differs) from there on. Where the
     staged kernel applies, ``smem`` is its (shortest, longest) row and
     ``smem_rows`` the fewest rows it takes; between them it replaces the
-    register regimes. ``cstream`` (float32 y and dy, clusters) is the
+    register regimes (16-bit log-softmax: from ``smem_many`` when there are
+    ``smem_many_rows`` rows). ``cstream`` (float32 y and dy, clusters) is the
     shortest row that takes the cluster stream when rows are not few."""
     pack = bwd_pack_width(y_dtype, dy_dtype, out_dtype) if aligned else 1
     np_max = bwd_reg_elems(y_dtype, dy_dtype, out_dtype) // pack
@@ -1056,12 +1099,16 @@ def backward_row_thresholds(y_dtype: str, dy_dtype: str, out_dtype: str, dev: De
     if (pack > 1 and _isz(dy_dtype) * pack == VECTOR_BYTES
             and (log or (_isz(y_dtype) * pack == VECTOR_BYTES and pack < 8))):
         budget = min(BWD_SMEM_BYTES, dev.max_smem)
-        # log-softmax: one stage of dy; softmax: BWD_SMEM_STAGES of y and dy
-        hi = (min(budget, BWD_SMEM1_MAX_BYTES) // VECTOR_BYTES if log
+        # log-softmax: one stage of dy (+1 KiB a block); softmax:
+        # BWD_SMEM_STAGES of y and dy
+        hi = ((budget - 1024) // VECTOR_BYTES if log
               else budget // (BWD_SMEM_STAGES * VECTOR_BYTES * 2))
         if hi >= BWD_SMEM_MIN_PACKS:
             out["smem"] = (BWD_SMEM_MIN_PACKS * pack, hi * pack)
             out["smem_rows"] = BWD_SMEM_MIN_ROWS_PER_SM * dev.sm_count
+            if log and pack >= 8:  # 16-bit rows: staged from shorter rows when rows are many
+                out["smem_many"] = BWD_SMEM1_MANY[0] * pack
+                out["smem_many_rows"] = max(BWD_SMEM1_MANY[1], out["smem_rows"])
     return out
 
 
@@ -1104,7 +1151,8 @@ def plan_backward_rows(rows: int, L: int, y_dtype: str, dy_dtype: str, out_dtype
     if packs <= MAX_BLOCK_THREADS * np_max:
         ppt = min(np_max, BWD_PACKS_PER_THREAD or np_max)
         lo, hi = BWD_LOG32_BLOCK_PACKS
-        log32 = log and bwd_f32_pair(y_dtype, dy_dtype, pack) and lo < packs <= hi
+        log32 = (log and bwd_f32_pair(y_dtype, dy_dtype, pack) and lo < packs <= hi
+                 and rows >= BWD_LOG32_BLOCK_ROWS)
         if log32:
             ppt = 2
         threads = min(MAX_BLOCK_THREADS, max(MIN_BLOCK_THREADS, _next_pow2(_cdiv(packs, ppt))))
@@ -1162,19 +1210,21 @@ def plan_backward_rows(rows: int, L: int, y_dtype: str, dy_dtype: str, out_dtype
 def _plan_backward_smem(rows, packs, pack, y_dtype, dy_dtype, log, head, dev) -> Optional[LaunchPlan]:
     """softmax_backward_smem when rows are many, long enough and fit, and the
     staged arrays (dy; y too for softmax) move in 16-byte packs; else None."""
-    if (pack == 1 or packs < BWD_SMEM_MIN_PACKS or rows < BWD_SMEM_MIN_ROWS_PER_SM * dev.sm_count
+    many16 = log and pack >= 8 and packs >= BWD_SMEM1_MANY[0] and rows >= BWD_SMEM1_MANY[1]
+    if (pack == 1 or (packs < BWD_SMEM_MIN_PACKS and not many16)
+            or rows < BWD_SMEM_MIN_ROWS_PER_SM * dev.sm_count
             or _isz(dy_dtype) * pack != VECTOR_BYTES or (not log and _isz(y_dtype) * pack != VECTOR_BYTES)
             or (not log and pack >= 8)):
         return None
     budget = min(BWD_SMEM_BYTES, dev.max_smem)
     if log:  # one stage, one row a block, as many blocks as fit
         smem = packs * VECTOR_BYTES
-        if smem > min(budget, BWD_SMEM1_MAX_BYTES):
+        shape = smem1_shape(smem, dev)
+        if shape is None or smem + 1024 > budget:
             return None
-        fit = budget // (smem + 1024)
-        _, threads, minb = next(t for t in BWD_SMEM1_SHAPES if fit >= t[0])
+        threads, minb = shape
         k = f"softmax_backward_smem<{head}, {threads}, 1, {minb}>"
-        return LaunchPlan("smem", BWD_SOURCE, k, (min(rows, 2 ** 31 - 1),), (threads,), pack,
+        return LaunchPlan("smem", BWD_SOURCE, k, (min(rows, dev.sm_count * MAX_BLOCKS_PER_SM),), (threads,), pack,
                           extra=(packs,), smem=smem)
     smem = BWD_SMEM_STAGES * packs * VECTOR_BYTES * 2
     if smem > budget:

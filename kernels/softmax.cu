@@ -262,7 +262,10 @@ softmax_rowsync(const T* __restrict__ x, U* __restrict__ y, i64 rows, i64 L, i64
 // [rank * cpk, (rank + 1) * cpk) of it, cpk = packs per block (run time).
 // Dynamic shared memory: STAGES * cpk * 16 bytes (STAGES - 1 rows in flight).
 // Clusters stride over rows; the grid must not exceed the clusters that can
-// be co-resident (the launcher asks the occupancy API).
+// be co-resident (the launcher asks the occupancy API). STAGES = 1, CLUSTER =
+// 1 with launch bounds for MINB blocks an SM is the full-occupancy form: no
+// row in flight ahead, but MINB resident blocks overlap one another's loads
+// and reductions (grid up to one block a row).
 // ---------------------------------------------------------------------------
 
 template <typename T, int PACK, int THREADS>
@@ -271,8 +274,8 @@ CSM_DEVICE void smem_prefetch(Pack<T, PACK>* buf, const T* row, i64 pbeg, i64 pe
     cp_async16(buf + (p - pbeg), row + (p * PACK - mis));
 }
 
-template <typename T, typename U, bool LOG, int PACK, int THREADS, int CLUSTER, int STAGES>
-__global__ void CSM_CLUSTER_DIMS(CLUSTER) __launch_bounds__(THREADS)
+template <typename T, typename U, bool LOG, int PACK, int THREADS, int CLUSTER, int STAGES, int MINB = 1>
+__global__ void CSM_CLUSTER_DIMS(CLUSTER) __launch_bounds__(THREADS, MINB)
 softmax_smem(const T* __restrict__ x, U* __restrict__ y, i64 rows, i64 L, i64 sx, i64 sy, i64 cpk) {
   typedef typename ComputeOf2<T, U>::type C;
   extern __shared__ __align__(16) unsigned char smem_raw[];

@@ -54,14 +54,6 @@ template <typename C, bool LOG> CSM_DEVICE C bwd_grad(C y, C dy, C s) {
   return y * (dy - s);
 }
 
-// Load pack `p` of the y row and of the dy row as compute values; elements
-// outside [0, L) are 0, so they add nothing to either sum.
-template <typename C, typename TY, typename TD, int PACK>
-CSM_DEVICE void load_pair(const TY* yr, const TD* dr, i64 p, int mis, i64 L, C* yv, C* dv) {
-  load_row_pack<C, TY, PACK>(yr, p, mis, L, C(0), yv);
-  load_row_pack<C, TD, PACK>(dr, p, mis, L, C(0), dv);
-}
-
 // Load what the sum needs of pack `p`: y and dy for softmax, only dy for
 // log-softmax (its sum is sum_j dy_j; y is read when dx is written).
 template <typename C, bool LOG, typename TY, typename TD, int PACK>
@@ -96,6 +88,65 @@ template <typename C, bool LOG, typename TY, typename U, int PACK>
 CSM_DEVICE void store_held_pack(const TY* yr, U* xr, i64 p, int mis, i64 L, C* yv, const C* dv, C s) {
   if (LOG) load_row_pack<C, TY, PACK>(yr, p, mis, L, C(0), yv);
   store_grad_pack<C, LOG, U, PACK>(xr, p, mis, L, yv, dv, s);
+}
+
+// ---------------------------------------------------------------------------
+// Raw packs: a thread's N packs p0, p0 + stride, ... of a row, loaded as
+// stored (16-bit values take half the registers of floats) and only below
+// pend <= the row's packs (a pack overlapping the row: an aligned access in
+// its allocation). All N loads are issued before any value is used, so their
+// latencies overlap; elements outside [0, L) are masked to 0 on unpacking.
+// ---------------------------------------------------------------------------
+template <typename C, typename T, int PACK>
+CSM_DEVICE void unpack_masked(const Pack<T, PACK>& pk, i64 p, int mis, i64 L, C* out) {
+#pragma unroll
+  for (int e = 0; e < PACK; ++e) {
+    const i64 c = p * PACK - mis + e;
+    out[e] = (c >= 0 && c < L) ? to_compute<C>(pk.v[e]) : C(0);
+  }
+}
+
+template <typename T, int PACK, int N>
+CSM_DEVICE void load_raw(const T* row, i64 p0, i64 stride, int mis, i64 pend, Pack<T, PACK>* k) {
+#pragma unroll
+  for (int u = 0; u < N; ++u) {
+    const i64 p = p0 + u * stride;
+    if (p < pend) k[u] = load_pack<T, PACK>(row + (p * PACK - mis));
+  }
+}
+
+// The sum's share of N raw packs (y unused by log-softmax).
+template <typename C, bool LOG, typename TY, typename TD, int PACK, int N>
+CSM_DEVICE C raw_sum(const Pack<TY, PACK>* yk, const Pack<TD, PACK>* dk, i64 p0, i64 stride, int mis,
+                     i64 L, i64 pend) {
+  C acc = C(0);
+#pragma unroll
+  for (int u = 0; u < N; ++u) {
+    const i64 p = p0 + u * stride;
+    if (p < pend) {
+      C yv[PACK], dv[PACK];
+      if (!LOG) unpack_masked<C, TY, PACK>(yk[u], p, mis, L, yv);
+      unpack_masked<C, TD, PACK>(dk[u], p, mis, L, dv);
+      acc += values_sum<C, LOG, PACK>(yv, dv);
+    }
+  }
+  return acc;
+}
+
+// dx for N raw packs of y and dy.
+template <typename C, bool LOG, typename TY, typename TD, typename U, int PACK, int N>
+CSM_DEVICE void raw_store(U* xr, const Pack<TY, PACK>* yk, const Pack<TD, PACK>* dk, i64 p0, i64 stride,
+                          int mis, i64 L, i64 pend, C s) {
+#pragma unroll
+  for (int u = 0; u < N; ++u) {
+    const i64 p = p0 + u * stride;
+    if (p < pend) {
+      C yv[PACK], dv[PACK];
+      unpack_masked<C, TY, PACK>(yk[u], p, mis, L, yv);
+      unpack_masked<C, TD, PACK>(dk[u], p, mis, L, dv);
+      store_grad_pack<C, LOG, U, PACK>(xr, p, mis, L, yv, dv, s);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -142,7 +193,12 @@ softmax_backward_warp(const TY* __restrict__ y, const TD* __restrict__ dy, U* __
 
 // ---------------------------------------------------------------------------
 // softmax_backward_block: one block per row (blocks stride over rows); thread
-// t holds packs t, t + THREADS, ... (NP of them) of y and dy.
+// t holds packs t, t + THREADS, ... (NP of them) of y and dy. H100
+// (tools/ab_src.py, kernels/ab_bwd_raw*.txt): raw packs with NP >= 2, 1.07-1.29x
+// (float32 softmax 4096 x 16384 1.28x); with NP = 1 they take 44-55
+// registers instead of 30-32, half the blocks an SM: 0.85-0.91x on many rows.
+// Launch bounds above one block (MINB > 1) and scalar rows (PACK = 1, up to
+// 16 packs) spill with them, so those convert on load.
 // ---------------------------------------------------------------------------
 template <typename TY, typename TD, typename U, bool LOG, int PACK, int NP, int THREADS, int MINB>
 __global__ void __launch_bounds__(THREADS, MINB)
@@ -154,17 +210,30 @@ softmax_backward_block(const TY* __restrict__ y, const TD* __restrict__ dy, U* _
     const TY* yr = y + r * sy;
     const TD* dr = dy + r * sd;
     const int mis = row_misalignment<TY, PACK>(yr);
-    C yv[NP * PACK], dv[NP * PACK];
+    if constexpr (NP >= 2 && MINB == 1 && PACK > 1) {  // raw packs: every load in flight first
+      const i64 np = row_packs<PACK>(L, mis);
+      Pack<TY, PACK> yk[NP];
+      Pack<TD, PACK> dk[NP];
+      if (!LOG) load_raw<TY, PACK, NP>(yr, threadIdx.x, THREADS, mis, np, yk);
+      load_raw<TD, PACK, NP>(dr, threadIdx.x, THREADS, mis, np, dk);
+      C s = raw_sum<C, LOG, TY, TD, PACK, NP>(yk, dk, threadIdx.x, THREADS, mis, L, np);
+      s = block_allreduce_sum<C, THREADS>(s, red);  // ends with a barrier
+      if (LOG) load_raw<TY, PACK, NP>(yr, threadIdx.x, THREADS, mis, np, yk);
+      raw_store<C, LOG, TY, TD, U, PACK, NP>(dx + r * sx, yk, dk, threadIdx.x, THREADS, mis, L, np, s);
+    } else {  // converted on load: fewer registers (2 blocks of 1024 an SM; no spill at MINB > 1)
+      C yv[NP * PACK], dv[NP * PACK];
 #pragma unroll
-    for (int i = 0; i < NP; ++i) {
-      load_for_sum<C, LOG, TY, TD, PACK>(yr, dr, (i64)i * THREADS + threadIdx.x, mis, L, yv + i * PACK, dv + i * PACK);
+      for (int i = 0; i < NP; ++i)
+        load_for_sum<C, LOG, TY, TD, PACK>(yr, dr, (i64)i * THREADS + threadIdx.x, mis, L, yv + i * PACK,
+                                           dv + i * PACK);
+      C s = values_sum<C, LOG, NP * PACK>(yv, dv);
+      s = block_allreduce_sum<C, THREADS>(s, red);  // ends with a barrier
+      U* xr = dx + r * sx;
+#pragma unroll
+      for (int i = 0; i < NP; ++i)
+        store_held_pack<C, LOG, TY, U, PACK>(yr, xr, (i64)i * THREADS + threadIdx.x, mis, L, yv + i * PACK,
+                                             dv + i * PACK, s);
     }
-    C s = values_sum<C, LOG, NP * PACK>(yv, dv);
-    s = block_allreduce_sum<C, THREADS>(s, red);  // ends with a barrier
-    U* xr = dx + r * sx;
-#pragma unroll
-    for (int i = 0; i < NP; ++i)
-      store_held_pack<C, LOG, TY, U, PACK>(yr, xr, (i64)i * THREADS + threadIdx.x, mis, L, yv + i * PACK, dv + i * PACK, s);
   }
 }
 
@@ -227,15 +296,6 @@ softmax_backward_cluster(const TY* __restrict__ y, const TD* __restrict__ dy, U*
 template <typename T, int PACK, int THREADS>
 CSM_DEVICE void bwd_prefetch(Pack<T, PACK>* buf, const T* row, i64 np, int mis) {
   for (i64 p = threadIdx.x; p < np; p += THREADS) cp_async16(buf + p, row + (p * PACK - mis));
-}
-
-template <typename C, typename T, int PACK>
-CSM_DEVICE void unpack_masked(const Pack<T, PACK>& pk, i64 p, int mis, i64 L, C* out) {
-#pragma unroll
-  for (int e = 0; e < PACK; ++e) {
-    const i64 c = p * PACK - mis + e;
-    out[e] = (c >= 0 && c < L) ? to_compute<C>(pk.v[e]) : C(0);
-  }
 }
 
 template <typename TY, typename TD, typename U, bool LOG, int PACK, int THREADS, int STAGES, int MINB>
@@ -317,26 +377,11 @@ template <typename C, bool LOG, typename TY, typename TD, int PACK, int UNROLL, 
 CSM_DEVICE C stream_bwd_sum(const TY* yr, const TD* dr, i64 p_begin, i64 p_end, int mis, i64 L) {
   C acc = C(0);
   for (i64 p0 = p_begin + threadIdx.x; p0 < p_end; p0 += (i64)THREADS * UNROLL) {
-    Pack<TY, PACK> yk[UNROLL];  // raw packs (p < p_end <= the row's packs: in bounds)
+    Pack<TY, PACK> yk[UNROLL];
     Pack<TD, PACK> dk[UNROLL];
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      const i64 p = p0 + (i64)u * THREADS;
-      if (p < p_end) {
-        if (!LOG) yk[u] = load_pack<TY, PACK>(yr + (p * PACK - mis));
-        dk[u] = load_pack<TD, PACK>(dr + (p * PACK - mis));
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      const i64 p = p0 + (i64)u * THREADS;
-      if (p < p_end) {
-        C yv[PACK], dv[PACK];
-        if (!LOG) unpack_masked<C, TY, PACK>(yk[u], p, mis, L, yv);
-        unpack_masked<C, TD, PACK>(dk[u], p, mis, L, dv);
-        acc += values_sum<C, LOG, PACK>(yv, dv);
-      }
-    }
+    if (!LOG) load_raw<TY, PACK, UNROLL>(yr, p0, THREADS, mis, p_end, yk);
+    load_raw<TD, PACK, UNROLL>(dr, p0, THREADS, mis, p_end, dk);
+    acc += raw_sum<C, LOG, TY, TD, PACK, UNROLL>(yk, dk, p0, THREADS, mis, L, p_end);
   }
   return acc;
 }
@@ -351,26 +396,11 @@ CSM_DEVICE void stream_bwd_write(const TY* yr, const TD* dr, U* xr, i64 p_begin,
   const i64 nb = (p_end - p_begin + step - 1) / step;
   for (i64 j = 0; j < nb; ++j) {
     const i64 p0 = p_begin + (REV ? nb - 1 - j : j) * step + threadIdx.x;
-    Pack<TY, PACK> yk[UNROLL];  // raw packs (p < p_end <= the row's packs: in bounds)
+    Pack<TY, PACK> yk[UNROLL];
     Pack<TD, PACK> dk[UNROLL];
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      const i64 p = p0 + (i64)u * THREADS;
-      if (p < p_end) {
-        yk[u] = load_pack<TY, PACK>(yr + (p * PACK - mis));
-        dk[u] = load_pack<TD, PACK>(dr + (p * PACK - mis));
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      const i64 p = p0 + (i64)u * THREADS;
-      if (p < p_end) {
-        C yv[PACK], dv[PACK];
-        unpack_masked<C, TY, PACK>(yk[u], p, mis, L, yv);
-        unpack_masked<C, TD, PACK>(dk[u], p, mis, L, dv);
-        store_grad_pack<C, LOG, U, PACK>(xr, p, mis, L, yv, dv, s);
-      }
-    }
+    load_raw<TY, PACK, UNROLL>(yr, p0, THREADS, mis, p_end, yk);
+    load_raw<TD, PACK, UNROLL>(dr, p0, THREADS, mis, p_end, dk);
+    raw_store<C, LOG, TY, TD, U, PACK, UNROLL>(xr, yk, dk, p0, THREADS, mis, L, p_end, s);
   }
 }
 

@@ -156,7 +156,7 @@ def bwd_row_lengths(ty, td, dev, max_len=1 << 20):
             for log in (False, True):
                 thr = _dispatch.backward_row_thresholds(ty, td, to, dev, aligned, log)
                 for k, v in thr.items():
-                    if k not in ("few_rows", "smem_rows"):
+                    if k not in ("few_rows", "smem_rows", "smem_many_rows"):
                         vals |= set(v) if isinstance(v, tuple) else {v}
             pack = _dispatch.bwd_pack_width(ty, td, to) if aligned else 1
             for t in (_dispatch.STREAM_THREADS, _dispatch.SPLIT_THREADS):
@@ -294,18 +294,23 @@ def test_regimes_at_thresholds(dev, ty, td):
 def test_16bit_log_backward_long_rows(dt):
     """Many rows of 16-bit log-softmax too long to stage stream (measured
     faster than a cluster per row); softmax, float32 and few rows keep the
-    cluster."""
+    cluster. Log-softmax rows are staged (one row a block) up to the staging
+    budget less 1 KiB when rows are many (>= 2 per SM)."""
     def regime(R, L, log, d=dt):
         return _dispatch.plan_backward_rows(R, L, d, d, d, log, H100).regime
 
-    assert regime(512, 65536, True) == "smem"  # 128 KiB: staged
-    assert regime(512, 65544, True) == "stream"
+    hi = (min(_dispatch.BWD_SMEM_BYTES, H100.max_smem) - 1024) // 16  # packs
+    assert regime(512, 8 * hi, True) == "smem"
+    assert regime(512, 8 * hi + 8, True) == "stream"
     assert regime(H100.sm_count, 131072, True) == "stream"
     assert regime(512, 65536, False) == "cluster"
     assert regime(64, 65536, True) == "cluster"
+    assert regime(512, 4 * hi, True, "float32") == "smem"
+    assert regime(512, 4 * hi + 4, True, "float32") == "cstream"
     assert regime(512, 65536, True, "float32") == "cstream"
-    assert regime(512, 49152, True, "float32") == "cstream"
-    assert regime(512, 49148, True, "float32") == "cluster"
+    # between few rows and two per SM: the cluster stream from 49152 columns
+    assert regime(200, 49152, True, "float32") == "cstream"
+    assert regime(200, 49148, True, "float32") == "cluster"
     assert regime(512, 131072, False, "float32") == "cstream"
     assert regime(512, 131068, False, "float32") == "cluster"
     assert regime(64, 131072, False, "float32") == "cluster"  # few rows
@@ -612,10 +617,14 @@ def test_cluster_stream_rows(log, layout):
     per row, each streaming a slice twice): at its shortest row and beyond,
     odd lengths, misaligned and reversed rows, more rows than resident
     clusters (each cluster loops over rows). Planned for a 2-SM stand-in
-    (few rows = 2) so the arrays stay small; the kernel runs on the real GPU."""
+    (few rows = 2) so the arrays stay small; the kernel runs on the real GPU.
+    From two rows per SM on, rows the staged kernel holds stay staged."""
     with fake_device(2, 90) as dev:
-        cs = _dispatch.backward_row_thresholds("float32", "float32", "float32", dev, True, log)["cstream"]
-        for R, L in ((3, cs + 3), (37, cs), (5, 3 * cs + 1)):
+        thr = _dispatch.backward_row_thresholds("float32", "float32", "float32", dev, True, log)
+        cs = thr["cstream"]
+        many = max(cs, thr["smem"][1] + 1)
+        assert thr["smem_rows"] == 4
+        for R, L in ((3, cs + 3), (37, many), (5, 3 * many + 1)):
             _run_rows(R, L, "float32", log, layout, "cstream")
 
 
