@@ -24,10 +24,11 @@ from tune import timeit
 from tune_sync_bwd import make
 
 OLD = {"softmax.cu": "_old_softmax.cu", "softmax_backward.cu": "_old_bwd.cu"}
+OLD_FILE = None  # --old: another file of kernels/ as the "old" side
 
 
 def ab(tag, plan, call, out):
-    old = dataclasses.replace(plan, source=OLD[plan.source])
+    old = dataclasses.replace(plan, source=OLD_FILE or OLD[plan.source])
     res = {"old": [], "new": []}
     outs = {}
     for name, pl in (("old", old), ("new", plan)):
@@ -49,11 +50,14 @@ def ab(tag, plan, call, out):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--what", default="fwd,bwd")
+    ap.add_argument("--old", default=None, help="file of kernels/ for the old side (default _old_<name>.cu)")
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--shapes", default="262144x128,4096x1024,32768x1024,4096x4096,4096x16384,512x32768,"
                                         "4096x32768,512x131072,4096x65536,64x32768,8x131072,1x128256,"
                                         "64x262144,1x1000000")
     a = ap.parse_args()
+    global OLD_FILE
+    OLD_FILE = a.old
     dev = device_info(0)
     shapes = [tuple(int(v) for v in t.split("x")) for t in a.shapes.split(",")]
     for dt in a.dtypes.split(","):

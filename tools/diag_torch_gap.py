@@ -3,7 +3,7 @@ shapes where the committed benches have torch ahead, then one call of each
 under ncu (run with `ncu --profile-from-start off`): grid, block, registers,
 DRAM bytes and duration of every kernel each call launches.
 
-    python3 tools/diag_torch_gap.py            # event times
+    python3 tools/diag_torch_gap.py [--only=op:RxL,...]   # event times
     ncu --profile-from-start off --csv --metrics ... python3 tools/diag_torch_gap.py --ncu
 """
 import sys
@@ -40,7 +40,10 @@ def calls(op, R, L, dt):
 
 
 ncu = "--ncu" in sys.argv
+only = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--only=")]  # e.g. --only=log_bwd:512x16384
 for op, R, L, dt in CASES:
+    if only and f"{op}:{R}x{L}" not in only[0].split(","):
+        continue
     ours, theirs = calls(op, R, L, dt)
     ours(); theirs(); cp.cuda.runtime.deviceSynchronize(); torch.cuda.synchronize()
     if ncu:
