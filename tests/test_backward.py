@@ -639,12 +639,10 @@ def test_staged_log_rows_one_per_block(ty, layout):
     with fake_device(2, 90) as dev:
         lo, hi = _dispatch.backward_row_thresholds(ty, ty, ty, dev, True, True)["smem"]
         pack = _dispatch.bwd_pack_width(ty, ty, ty)
-        budget = min(_dispatch.BWD_SMEM_BYTES, dev.max_smem)
         shapes = set()
         for L in (lo, lo + 5, 2 * lo, hi):
             p = _dispatch.plan_backward_rows(9, L, ty, ty, ty, True, dev)
-            fit = budget // (p.extra[0] * 16 + 1024)
-            _, threads, minb = next(t for t in _dispatch.BWD_SMEM1_SHAPES if fit >= t[0])
+            threads, minb = _dispatch.smem1_shape(p.extra[0] * 16, dev)
             assert p.regime == "smem" and p.kernel.endswith(f", {threads}, 1, {minb}>"), p.kernel
             assert p.block == (threads,) and p.grid == (9,), p
             shapes.add(threads * 10 + minb)

@@ -831,3 +831,57 @@ def test_cols_sync(dtype, out_dtype, log):
         # and through the public API, whatever the dispatcher picks
         y = (cusoftmax.log_softmax if log else cusoftmax.softmax)(x, axis=1, dtype=out_dtype)
         check_forward(y, xh, axis=1, log=log, out_dtype=odt, ctx=f"api {(O, L, I)}")
+
+
+@pytest.mark.parametrize("dev", DEVS, ids=["H100", "A100"])
+def test_smem1_rows_plan(dev):
+    """Many rows of 16-64 KiB (32-bit rows: 32-64 KiB) take softmax_smem one
+    row a block (one stage, launch bounds for the blocks shared memory fits,
+    grid capped like every grid-stride grid); shorter or longer rows, fewer
+    than FWD_SMEM1_MIN_ROWS_PER_SM x SMs rows and 64-bit rows do not."""
+    many = _dispatch.FWD_SMEM1_MIN_ROWS_PER_SM * dev.sm_count
+    for dt, isz in (("bfloat16", 2), ("float16", 2), ("float32", 4)):
+        lo, hi = _dispatch.FWD_SMEM1_ROW_BYTES[isz]
+        for nbytes in (lo, 2 * lo if 2 * lo <= hi else lo, hi):
+            L = nbytes // isz
+            for R in (many, 10 ** 5):
+                p = _dispatch.plan_rows(R, L, dt, dt, True, dev)
+                th, minb = _dispatch.smem1_shape(nbytes, dev)
+                assert p.regime == "smem" and p.kernel.endswith(f", {th}, 1, 1, {minb}>"), (dt, R, L, p)
+                assert p.block == (th,) and p.grid == (min(R, dev.sm_count * _dispatch.MAX_BLOCKS_PER_SM),)
+                assert p.smem == nbytes and th * minb <= 2048
+            assert not _dispatch.plan_rows(many - 1, L, dt, dt, False, dev).kernel.endswith(", 1, 1, 2>")
+        for L in (lo // isz - 16 // isz, hi // isz + 1):  # one pack less / one element more
+            p = _dispatch.plan_rows(many, L, dt, dt, False, dev)
+            assert ", 1, 1, " not in p.kernel, (dt, L, p.kernel)
+    p = _dispatch.plan_rows(many, 4096, "float64", "float64", False, dev)  # 32 KiB of float64: not measured
+    assert ", 1, 1, " not in p.kernel, p.kernel
+    assert _dispatch.smem1_shape(16 * 1024, dev) == (256, 8)
+    assert _dispatch.smem1_shape(32 * 1024, dev) == (512, 4)
+    assert _dispatch.smem1_shape(64 * 1024, dev) == (512, 2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("log", [False, True])
+def test_smem1_rows(dtype, log):
+    """The one-row-a-block staged forward on the real GPU: the shortest,
+    an odd and the longest row of its range, aligned and misaligned rows
+    (x[:, 1:]), special values, more rows than the 2-SM stand-in's grid
+    (blocks loop over rows)."""
+    with fake_device(2, 90) as dev:
+        isz = np_dtype(dtype).itemsize
+        lo, hi = _dispatch.FWD_SMEM1_ROW_BYTES[isz]
+        R = 2 * dev.sm_count * _dispatch.MAX_BLOCKS_PER_SM + 3
+        for L, ops in ((lo // isz, []), (lo // isz + 9, [("slice", 1, 1, None, 1)]), (hi // isz, [])):
+            rng = np.random.default_rng(L)
+            base = build_base(rng, (R, L + (1 if ops else 0)), ops, dtype)
+            base[1, 3] = -np.inf
+            base[2, :] = -np.inf
+            base[4, L // 2] = np.nan
+            _, regime = run_case(base, ops, -1, log, None, "fresh")
+            assert regime == "smem", (L, regime)
+            import cupy
+            from cusoftmax import _api
+            k = _api._prepare(apply_view(cupy.asarray(base), ops), -1, None, "auto", log, None).launch.plan.kernel
+            assert ", 1, 1, " in k, k  # one stage, no cluster
