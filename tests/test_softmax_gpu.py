@@ -867,19 +867,23 @@ def test_smem1_rows_plan(dev):
 def test_smem1_rows(dtype, log):
     """The one-row-a-block staged forward on the real GPU: the shortest,
     an odd and the longest row of its range, aligned and misaligned rows
-    (x[:, 1:]), special values, more rows than the 2-SM stand-in's grid
-    (blocks loop over rows)."""
+    (x[:, 1:] of a base whose width is a multiple of the vector, written to
+    the same view of a poisoned output: rows share their misalignment, so
+    the vector kernel runs), special values, more rows than the 2-SM
+    stand-in's grid (blocks loop over rows)."""
     with fake_device(2, 90) as dev:
         isz = np_dtype(dtype).itemsize
         lo, hi = _dispatch.FWD_SMEM1_ROW_BYTES[isz]
         R = 2 * dev.sm_count * _dispatch.MAX_BLOCKS_PER_SM + 3
-        for L, ops in ((lo // isz, []), (lo // isz + 9, [("slice", 1, 1, None, 1)]), (hi // isz, [])):
-            rng = np.random.default_rng(L)
-            base = build_base(rng, (R, L + (1 if ops else 0)), ops, dtype)
+        pack = 16 // isz
+        for W, ops in ((lo // isz, []), (lo // isz + 2 * pack, [("slice", 1, 1, None, 1)]), (hi // isz, [])):
+            rng = np.random.default_rng(W)
+            base = build_base(rng, (R, W), ops, dtype)
             base[1, 3] = -np.inf
             base[2, :] = -np.inf
-            base[4, L // 2] = np.nan
-            _, regime = run_case(base, ops, -1, log, None, "fresh")
+            base[4, W // 2] = np.nan
+            _, regime = run_case(base, ops, -1, log, None, "view" if ops else "fresh")
+            L = W - (1 if ops else 0)
             assert regime == "smem", (L, regime)
             import cupy
             from cusoftmax import _api
