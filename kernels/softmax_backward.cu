@@ -15,8 +15,10 @@
 //   softmax_backward_cluster  long rows (sm_90+): CLUSTER blocks per row, row in
 //                             registers, block sums exchanged through DSMEM.
 //   softmax_backward_smem     many rows of a few tens of KB: rows staged in
-//                             shared memory by cp.async, the next ones in
-//                             flight while the current one is reduced.
+//                             shared memory by cp.async; log-softmax stages dy
+//                             one row a block, several blocks an SM (MINB);
+//                             softmax stages y and dy in a persistent block,
+//                             the next row in flight while one is reduced.
 //   softmax_backward_stream   rows too long to keep on chip: one block per row,
 //                             pass 1 sums, pass 2 re-reads and writes.
 //   softmax_backward_cstream  the same two passes by a cluster per row (sm_90+),
@@ -30,8 +32,10 @@
 // Template parameters: TY (y storage), TD (dy storage), U (dx storage), LOG;
 // arithmetic in C = double if any of them is double, else float.
 //
-// Registers hold y and dy converted to C (two values per element): the
-// dispatcher gives a thread half the forward's elements, so no kernel spills.
+// Registers hold y and dy (two values per element; converted to C, or as
+// stored in raw packs where all of a thread's loads are issued first: the
+// streams, the block kernel's multi-pack rows): the dispatcher gives a thread
+// half the forward's elements, so no kernel spills.
 #include "common.cuh"
 
 template <typename TY, typename TD, typename U> struct BwdCompute {
