@@ -520,11 +520,15 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
         return LaunchPlan("smem", src, k, (grid,), (SMEM_THREADS,), pack, extra=(cpk,),
                           smem=stages * cpk * VECTOR_BYTES, cluster=cluster)
 
-    # many rows of a few tens of KB: one row a block staged in shared memory
-    # at full occupancy (cp.async moves 16-byte input packs)
+    # cp.async moves 16-byte input packs: the staged kernels need the input
+    # to be the wider side
     in_isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    input_packs = in_isz * pack == VECTOR_BYTES
+
+    # many rows of a few tens of KB: one row a block staged in shared memory
+    # at full occupancy
     sm1 = FWD_SMEM1_ROW_BYTES.get(in_isz)
-    if (sm1 and in_isz * pack == VECTOR_BYTES and rows >= FWD_SMEM1_MIN_ROWS_PER_SM * sms
+    if (sm1 and input_packs and rows >= FWD_SMEM1_MIN_ROWS_PER_SM * sms
             and sm1[0] <= packs * VECTOR_BYTES <= sm1[1]):
         shape = smem1_shape(packs * VECTOR_BYTES, dev)
         if shape is not None:
@@ -538,8 +542,6 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
         return block_plan()
     # many rows of a few tens of KB: rows staged in shared memory, the next
     # row streaming in (cp.async) while this one is reduced and written
-    # (cp.async moves 16-byte input packs: the input must be the wider side)
-    input_packs = numpy.dtype(_np_name(in_dtype)).itemsize * pack == VECTOR_BYTES
     many = rows >= SMEM_MIN_ROWS_PER_SM * sms and input_packs
     smax = dev.smem_rows_max_packs
     if many and pack > 1 and packs <= smax:

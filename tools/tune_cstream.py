@@ -1,25 +1,25 @@
 """Cluster-streamed long backward rows (softmax_backward_cstream) against
-the plans they would replace, and the staged log-softmax kernel with y
-preloaded (softmax_backward_smem's YPRE), with torch's times (one device run).
+the plans they would replace, with torch's times (one device run).
 
 For many long rows the one-block-per-row stream re-reads a row from DRAM:
 between its two passes every SM has a whole row in flight, more than L2
 holds once rows reach a few hundred KB. A cluster per row gives each block a
-slice, so the re-read window is 1 / CLUSTER as large. ``--what bwd`` times
-the dispatcher's plan, the one-block stream at 512 / 1024 threads and the
-cluster stream at 2 / 4 / 8 blocks of 512 / 1024 threads; ``--what smem``
-the staged log-softmax kernel with 0 / 1 / 2 / 4 packs of y a thread
-preloaded. CUDA events, median of 30, L2 flushed before every repetition
-(tools/tune.py timeit); every candidate's output is checked against the
-float64 reference on two rows first.
+slice, so the re-read window is 1 / CLUSTER as large. It times the
+dispatcher's plan, the one-block stream at 512 / 1024 threads and the
+cluster stream at 2 / 4 / 8 blocks of 512 / 1024 threads. CUDA events,
+median of 30, L2 flushed before every repetition (tools/tune.py timeit);
+every candidate's output is checked against the float64 reference on two
+rows first.
 
 A forward cluster stream (softmax_cstream, the online pass by a cluster per
 row) was timed the same way (kernels/tune_cstream.txt, "fwd" lines, from
 the tree before this tool's commit): within 3% of the dispatcher's plans
 except 512 x 262144 bfloat16 log-softmax (290 vs 319 us), so it was not
-kept.
+kept. The y-preload sweep of the staged log-softmax kernel
+(kernels/tune_smem_ypre.txt) ran here as ``--what smem``; the preload is
+gone (the staged kernel now runs one row a block: tools/tune_bwd_occ.py).
 
-    python tools/tune_cstream.py [--json out.json] [--what bwd,smem] [--shapes RxL,...]
+    python tools/tune_cstream.py [--json out.json] [--log-only] [--shapes RxL,...]
 """
 import argparse
 import json
@@ -75,29 +75,6 @@ def bwd_candidates(R, L, dt, dev, log):
     return out
 
 
-def smem_candidates(R, L, dt, dev, log):
-    """The staged backward kernel with 0 / 1 / 2 / 4 packs of y a thread
-    loaded before the row's dy is reduced (log-softmax)."""
-    T = D.CTYPE[dt]
-    pack = D.bwd_pack_width(dt, dt, dt)
-    packs = -(-L // pack)
-    head = f"{T}, {T}, {T}, true, {pack}"
-    out = [("dispatch", D.plan_backward_rows(R, L, dt, dt, dt, True, dev))]
-    for th in (512, 1024):
-        for st in (2,):
-            smem = st * packs * 16
-            for bps in (1, 2):
-                if bps * (smem + 1024) > 228 * 1024 or bps * th > 2048:
-                    continue
-                for yp in (0, 1, 2, 4):
-                    if (yp > 1 and (yp - 1) * th >= packs) or (th == 1024 and yp > 1):
-                        continue  # (1024 threads: y2 / y4 spill)
-                    out.append((f"smem t{th} b{bps} y{yp}", D.LaunchPlan(
-                        "smem", D.BWD_SOURCE, f"softmax_backward_smem<{head}, {th}, {st}, {yp}>",
-                        (min(R, dev.sm_count * bps),), (th,), pack, extra=(packs,), smem=smem)))
-    return out
-
-
 def run_bwd(shapes, dts, dev, res, logs=(False, True), cands=None):
     cands = cands or bwd_candidates
     for dt in dts:
@@ -136,19 +113,15 @@ def run_bwd(shapes, dts, dev, res, logs=(False, True), cands=None):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", default=None)
-    ap.add_argument("--what", default="bwd", help="bwd (cluster stream) and/or smem (y preloaded)")
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--shapes", default="512x16384,512x65536,512x262144,4096x16384,4096x32768,4096x65536,"
                                         "4096x131072,4096x262144")
-    ap.add_argument("--log-only", action="store_true", help="bwd: log_softmax_backward only")
+    ap.add_argument("--log-only", action="store_true", help="log_softmax_backward only")
     a = ap.parse_args()
     dev = device_info(0)
     shapes = [tuple(int(v) for v in t.split("x")) for t in a.shapes.split(",")]
     res = []
-    if "bwd" in a.what:
-        run_bwd(shapes, a.dtypes.split(","), dev, res, (True,) if a.log_only else (False, True))
-    if "smem" in a.what:
-        run_bwd(shapes, a.dtypes.split(","), dev, res, (True,), smem_candidates)
+    run_bwd(shapes, a.dtypes.split(","), dev, res, (True,) if a.log_only else (False, True))
     if a.json:
         json.dump(res, open(a.json, "w"), indent=1)
 

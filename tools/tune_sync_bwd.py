@@ -101,7 +101,7 @@ def bwd_candidates(R, L, dt, dev, log):
                 continue
             np_ = D._ladder(np_)
             out.append((f"block t{th} np{np_}", D.LaunchPlan(
-                "block", D.BWD_SOURCE, f"softmax_backward_block<{head}, {np_}, {th}>",
+                "block", D.BWD_SOURCE, f"softmax_backward_block<{head}, {np_}, {th}, 1>",
                 (min(R, sms * D.MAX_BLOCKS_PER_SM),), (th,), pack)))
     for rev in ("true", "false"):  # the write pass from the row's end back, or forward
         out.append((f"stream{' rev' if rev == 'true' else ''}", D.LaunchPlan(
@@ -117,7 +117,7 @@ def bwd_candidates(R, L, dt, dev, log):
                 if bps * (smem + 1024) > 228 * 1024 or bps * th > 2048:
                     continue
                 out.append((f"smem t{th} s{st} b{bps}",
-                            D.LaunchPlan("smem", D.BWD_SOURCE, f"softmax_backward_smem<{head}, {th}, {st}, 0>",
+                            D.LaunchPlan("smem", D.BWD_SOURCE, f"softmax_backward_smem<{head}, {th}, {st}, 1>",
                                          (min(R, sms * bps),), (th,), pack, extra=(packs,), smem=smem)))
     return out
 
