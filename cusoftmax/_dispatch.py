@@ -1325,6 +1325,15 @@ def all_backward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
 # =========  ===================================================================
 # block      one block per row, one read of x (the paper's Algorithm 4: online
 #            (m, d) and top-k candidates in the same pass): the default
+# csm        sm_90, float compute, KP <= TOPK_CSM_KP_MAX, few rows (rows x
+#            cluster <= SMs): a cluster of 1-8 blocks per row holds the row in
+#            shared memory (bulk copies), so the selection after the one read
+#            runs on chip, with cluster barriers instead of a last-block
+#            election (topk_csm). Rows up to TOPK_CSM_ALL_K_ROW_BYTES for every
+#            k (from TOPK_CSM_MIN_ROW_BYTES); longer rows from k >=
+#            TOPK_CSM_LONG_MIN_K (one row: of TOPK_CSM_ONE_ROW_MIN_ELEMS or
+#            more) or TOPK_CSM_MANY_ROWS rows (seg is faster otherwise). A
+#            block holds TOPK_CSM_MIN_PACKS .. TOPK_CSM_MAX_BYTES of the row.
 # seg        KP <= TOPK_SEG_KP_MAX and at least TOPK_SEG_MIN_SEGS_PER_K x k
 #            segments, on few rows (< TOPK_SEG_ROWS_PER_SM x SMs) or, with
 #            KP >= TOPK_SEG_MANY_MIN_KP and longer segments, on many: one
@@ -1428,6 +1437,32 @@ TOPK_SEG_MIN_SEGS_PER_K = 2
 #: Elements a lane loads at once in topk_seg, by compute itemsize.
 TOPK_SEG_BATCH_ELEMS = {4: 16, 8: 4}
 
+#: The row-on-chip few-rows regime (kernels/topk.cu, topk_csm): candidate
+#: lists up to this KP, TOPK_CSM_THREADS a block, clusters of these sizes
+#: (the largest with rows x size <= SMs and a block's share of the row within
+#: TOPK_CSM_MIN_PACKS 16-byte packs (every lane group gets elements) and
+#: TOPK_CSM_MAX_BYTES of shared memory). H100, tools/csm_try.py time
+#: (kernels/csm_try.txt), against the dispatcher without csm (seg): faster
+#: for every k on rows of 64-128 KiB (1 / 8 / 64 / 128 x 32768 float32,
+#: k = 50: 11.1 / 11.6 / 16.6 / 20.6 us against 13.7 / 15.6 / 22.6 / 29.1);
+#: on longer rows from k = TOPK_CSM_LONG_MIN_K (1 / 8 x 262144 float32,
+#: k = 50: 17.3 / 18.8 against 19.3 / 22.1; k = 17: 16.7 / 19.0 against
+#: 13.8 / 19.1), or from TOPK_CSM_MANY_ROWS rows (64 x 128256 bfloat16:
+#: 17.5 - 25.0 against 22.6 - 29.7 for k = 1 - 50).
+TOPK_CSM_KP_MAX = 64
+TOPK_CSM_THREADS = 512
+TOPK_CSM_CLUSTERS = (8, 4, 2, 1)
+TOPK_CSM_MIN_PACKS = 512
+TOPK_CSM_MAX_BYTES = 200 * 1024
+TOPK_CSM_MIN_ROW_BYTES = 64 * 1024
+TOPK_CSM_ALL_K_ROW_BYTES = 128 * 1024
+TOPK_CSM_LONG_MIN_K = 33
+TOPK_CSM_MANY_ROWS = 64
+#: ... but a single long row only from this many elements (bench topk at
+#: k = 50: 1 x 128256 float32 seg 12.0 us against csm 13.5, 1 x 262144
+#: float32 csm 17.2 against seg 23.1).
+TOPK_CSM_ONE_ROW_MIN_ELEMS = 2 ** 18
+
 _TOPK_MODE = {"online": "TOPK_ONLINE", "safe": "TOPK_SAFE", "select": "TOPK_SELECT"}
 #: Run-time output-type codes of kernels/topk.cu (TOPK_OUT_*).
 TOPK_OUT_CODE = {"float16": 0, "bfloat16": 1, "float32": 2, "float64": 3}
@@ -1526,6 +1561,25 @@ def topk_seg_packs(L: int, in_dtype: str, min_packs: int = 32, multiple: int = 3
     return sp, _cdiv(packs, sp)
 
 
+def topk_csm_shape(rows: int, L: int, k: int, in_dtype: str, dev: DeviceInfo) -> Optional[tuple]:
+    """(cluster size, packs a block) of the csm regime for ``rows`` rows of
+    ``L`` (float compute, online), or None where it does not apply."""
+    if dev.cc < 90 or _next_pow2(k) > TOPK_CSM_KP_MAX:
+        return None
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    if L * isz < TOPK_CSM_MIN_ROW_BYTES:
+        return None
+    if L * isz > TOPK_CSM_ALL_K_ROW_BYTES and rows < TOPK_CSM_MANY_ROWS and (
+            k < TOPK_CSM_LONG_MIN_K or (rows == 1 and L < TOPK_CSM_ONE_ROW_MIN_ELEMS)):
+        return None
+    packs = _cdiv(L + VECTOR_BYTES // isz - 1, VECTOR_BYTES // isz)  # the worst misalignment adds a pack
+    for cs in TOPK_CSM_CLUSTERS:
+        ppb = _cdiv(packs, cs)
+        if rows * cs <= dev.sm_count and TOPK_CSM_MIN_PACKS <= ppb and ppb * VECTOR_BYTES <= TOPK_CSM_MAX_BYTES:
+            return cs, ppb
+    return None
+
+
 def topk_aux_grid(n: int, dev: DeviceInfo) -> tuple:
     """Grid of the grid-stride helper kernels (gather, sort keys) for n items."""
     return (max(1, min(_cdiv(n, TOPK_AUX_THREADS), TOPK_AUX_BLOCKS_PER_SM * dev.sm_count)),)
@@ -1554,6 +1608,14 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
     kp, cb = topk_kp(k), (8 if csz == 4 else 16)
     inc, blists = topk_inc(kp), topk_block_lists(kp)
     packs = _cdiv(L + pack - 1, pack)  # the worst row misalignment adds a pack
+
+    # csm: few rows held on chip by a cluster each
+    if mode == "online" and csz == 4:
+        shape = topk_csm_shape(rows, L, k, in_dtype, dev)
+        if shape is not None:
+            cs, ppb = shape
+            return TopKPlan("csm", f"topk_csm<{T}, {cs}>", (cs, rows), (TOPK_CSM_THREADS,),
+                            ppb * VECTOR_BYTES, kp, 0, False, 1, ppb, compute_dtype=cdt, cand_bytes=cb)
 
     few = mode != "safe" and rows < TOPK_SPLIT_ROWS_PER_SM * sms
     # seg: few long rows, short lists, in one launch; on more rows only for
@@ -1631,4 +1693,10 @@ def all_topk_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                             p = plan_topk(rows, L, k, ti, to, dev, algo)
                             for name in p.kernels():
                                 found[(p.source, name)] = None
+            # csm: every cluster size (rows x size fills the SMs)
+            for rows in (1, dev.sm_count // 8, dev.sm_count // 4, dev.sm_count // 2, dev.sm_count):
+                for L in (TOPK_CSM_ALL_K_ROW_BYTES // 4, 2 ** 20 // numpy.dtype(_np_name(ti)).itemsize):
+                    p = plan_topk(rows, L, 64, ti, to, dev, "auto")
+                    for name in p.kernels():
+                        found[(p.source, name)] = None
     return list(found)

@@ -132,6 +132,10 @@ class _Prepared:
         p, R = self.plan, self.R
         wsk = wsm = None
         wk = wm = 0
+        if p.regime == "csm":
+            self.fn(p.grid, p.block, (xp, vptr, idx.data.ptr, self.L, sx, self.k, p.pps, self.code, self.log),
+                    shared_mem=p.smem)
+            return
         if p.seg_packs:  # one launch
             wk, wv, wm, cnt, ws = self._seg_workspace(_current_stream().ptr)
             self.fn(p.grid, p.block, (xp, vptr, idx.data.ptr, wk, wv, wm, cnt, self.L, sx, self.k, p.kp,
@@ -188,7 +192,9 @@ class _Prepared:
 
 def _kernel(name: str, device_id: int, smem: int = 0):
     fn = get_kernel(_dispatch.TOPK_SOURCE, name, device_id)
-    if smem > _BIG_SMEM and fn.max_dynamic_shared_size_bytes < smem:
+    # dynamic + static shared memory over 48 KB needs the opt-in
+    if smem and (smem > _BIG_SMEM or smem + getattr(fn, "shared_size_bytes", 48 * 1024) > 48 * 1024) \
+            and fn.max_dynamic_shared_size_bytes < smem:
         fn.max_dynamic_shared_size_bytes = smem
     return fn
 
@@ -282,7 +288,9 @@ def _fast_params(p: _Prepared):
     g = tuple(plan.grid) + (1, 1)
     b = tuple(plan.block) + (1, 1)
     p.dims = (g[0], g[1], g[2], b[0], b[1], b[2], plan.smem)
-    if plan.seg_packs:
+    if plan.regime == "csm":
+        args = (0, 0, 0, p.L, p.sx, p.k, plan.pps, p.code, p.log)
+    elif plan.seg_packs:
         args = (0, 0, 0, 0, 0, 0, 0, p.L, p.sx, p.k, plan.kp, plan.seg_packs, plan.seg_per_block, p.code,
                 p.log)
     else:

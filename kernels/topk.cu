@@ -22,6 +22,11 @@
 //                   the row's last block ranks the segment maxima, re-reads
 //                   the k best segments and selects among their elements
 //                   not worse than the k-th best maximum (see the kernel).
+//   topk_csm        few rows, k <= 64, float compute, in one launch (sm_90): a
+//                   cluster of 1-8 blocks per row holds the row in shared
+//                   memory (bulk copies), ranks the row's group maxima for a
+//                   bound tau, collects the elements not worse than tau in
+//                   block 0 and ranks them there (see the kernel).
 //   topk_merge      merges the splits' partials of a row: (m, d) pairs with the
 //                   associative operator, top-k lists by bitonic merging.
 //   topk_gather     values[r, t] = y[r, idx[r, t]] (unfused / sort paths).
@@ -1320,6 +1325,447 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   }
   __syncthreads();
   topk_write<C, MODE>(top, md, vals, idx, r, k, out_code, log);
+}
+
+// ----------------------------------------------------------------------------
+// topk_csm: few rows, k <= TOPK_CSM_KP_MAX, float compute, one launch, the row
+// read once from DRAM and staged on chip: one thread-block cluster of CS
+// blocks per row (grid (CS, rows); CS = 1 before sm_90), block b holding packs
+// [b * ppb, (b + 1) * ppb) of the row in its shared memory (cp.async).
+//   1. Each block scans its packs: the (m, d) partial and, for each of its
+//      TOPK_CSM_GROUPS / CS groups of GL = 4 x CS lanes, the group's best
+//      candidate. The maxima and partials go to block 0 (distributed shared
+//      memory), then the cluster barrier.
+//   2. Every block takes tau = the k-th best of the row's TOPK_CSM_GROUPS
+//      group maxima (ranks by counting). They are k distinct elements not
+//      worse than tau, so the row's top k are not worse than tau.
+//   3. Every block appends its elements not worse than tau to block 0's
+//      candidate list (a shared counter), then the cluster barrier.
+//   4. Up to TOPK_CSM_CAP candidates (typical rows: a little over k), block
+//      0 ranks them by counting and writes the results. More (rows of ties,
+//      sorted rows: the maxima's groups hold many candidates): the cluster
+//      finds a tighter tau by radix selection over the 64-bit keys of its
+//      staged elements (8-bit digits, a histogram a round summed in block 0,
+//      stopping once at most TOPK_CSM_CAP keys are not worse than the
+//      selected prefix; at the last digit it is the exact k-th best), then
+//      repeats 3 and 4.
+// ----------------------------------------------------------------------------
+#define TOPK_CSM_THREADS 512
+#define TOPK_CSM_GROUPS 128
+#define TOPK_CSM_CAP 512
+#define TOPK_CSM_KP_MAX 64
+// Phase-timing hook of tools/csm_try.py (-DTOPK_CSM_STOP=n ends the kernel
+// after phase n; the library never defines it).
+#ifndef TOPK_CSM_STOP
+#define TOPK_CSM_STOP 0
+#endif
+#define TOPK_CSM_STOP_AT(n, keep) \
+  if (TOPK_CSM_STOP == (n)) {     \
+    if (keep) idx[0] = -1;        \
+    csm_sync<CS>();               \
+    return;                       \
+  }
+
+#ifndef TOPK_CSM_PIECES
+#define TOPK_CSM_PIECES 8
+#endif
+#ifndef TOPK_CSM_PIECE_PACKS
+#define TOPK_CSM_PIECE_PACKS 1024
+#endif
+// sm_90: a block's packs arrive by bulk copies (TMA), completion counted by
+// an mbarrier a piece; before, by cp.async.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(TOPK_CSM_NO_BULK)
+#define TOPK_CSM_BULK 1
+CSM_DEVICE unsigned csm_smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+CSM_DEVICE void csm_mbar_init(u64* m) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(csm_smem_addr(m)) : "memory");
+}
+CSM_DEVICE void csm_mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+CSM_DEVICE void csm_mbar_expect(u64* m, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(csm_smem_addr(m)), "r"(bytes)
+               : "memory");
+}
+CSM_DEVICE void csm_mbar_arrive(u64* m) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(csm_smem_addr(m)) : "memory");
+}
+CSM_DEVICE void csm_bulk_g2s(void* dst, const void* src, unsigned bytes, u64* m) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   csm_smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(csm_smem_addr(m))
+               : "memory");
+}
+CSM_DEVICE void csm_mbar_wait(u64* m, unsigned parity) {
+  asm volatile(
+      "{\n\t.reg .pred P1;\n\tLAB_WAIT:\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n\t"
+      "@P1 bra DONE;\n\tbra LAB_WAIT;\n\tDONE:\n\t}" ::"r"(csm_smem_addr(m)),
+      "r"(parity)
+      : "memory");
+}
+#else
+#define TOPK_CSM_BULK 0
+#endif
+
+// `p` (this block's shared memory) in block `rank` of the cluster (itself if CS = 1).
+template <int CS, typename P> CSM_DEVICE P* csm_rank(P* p, unsigned rank) {
+  if constexpr (CS > 1) {
+    u64 out;
+    asm volatile("mapa.u64 %0, %1, %2;" : "=l"(out) : "l"((u64)p), "r"(rank));
+    return reinterpret_cast<P*>(out);
+  } else {
+    return p;
+  }
+}
+template <int CS> CSM_DEVICE void csm_sync() {
+  if constexpr (CS > 1) {
+    cluster_sync();
+  } else {
+    __syncthreads();
+  }
+}
+
+// Counts this block's staged elements whose keys are not worse than tau in
+// *lcnt (shared, zeroed by the caller) and writes the first `cap` of them to
+// dst[0, cap) (block 0's shared memory; nothing when cap is 0).
+template <typename T, int PACK>
+CSM_DEVICE void csm_filter(const Pack<T, PACK>* chunk, int nb, i64 c00, i64 L, u64 tau, unsigned* lcnt,
+                           u64* dst, unsigned cap) {
+  typedef Cand<float> CT;
+  const bool tv = CT::hi(tau) != 0u;  // tau is a value (else: NaN key or empty, test every key)
+  const float tf = tv ? CT::prefilter_value(CT::hi(tau)) : 0.0f;
+  for (int q = threadIdx.x; q < nb; q += blockDim.x) {
+    const Pack<T, PACK> pk = chunk[q];
+    const i64 c0 = c00 + (i64)q * PACK;
+#pragma unroll
+    for (int e = 0; e < PACK; ++e) {
+      const float v = to_compute<float>(pk.v[e]);
+      if (!tv || v >= tf) {
+        const i64 col = c0 + e;
+        if (col >= 0 && col < L) {
+          const u64 c = CT::make(v, col);
+          if (!CT::better(tau, c)) {
+            const unsigned pos = atomicAdd(lcnt, 1u);
+            if (pos < cap) dst[pos] = c;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Writes v to element i of array `a` (shared memory) in every block of the cluster.
+template <int CS, typename P> CSM_DEVICE void csm_put_all(P* a, int i, P v) {
+#pragma unroll
+  for (int j = 0; j < CS; ++j) csm_rank<CS>(a, (unsigned)j)[i] = v;
+}
+
+template <typename T, int CS>
+__global__ void CSM_CLUSTER_DIMS(CS) __launch_bounds__(TOPK_CSM_THREADS, 1)
+topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx, i64 L, i64 sx, i64 k,
+         i64 ppb, i64 out_code, i64 log) {
+  typedef float C;
+  typedef Cand<C> CT;
+  typedef u64 K;
+  constexpr int PACK = 16 / sizeof(T);
+  constexpr int G = TOPK_CSM_GROUPS, GB = G / CS, GL = TOPK_CSM_THREADS / GB;
+  constexpr int SLOT = TOPK_CSM_CAP / CS;  // block 0's candidate slots a block
+  static_assert(GL >= 1 && GL <= 32 && GB * GL == TOPK_CSM_THREADS, "group shape");
+  typedef Pack<T, PACK> PK;
+  extern __shared__ __align__(16) unsigned char topk_smem[];
+  PK* chunk = reinterpret_cast<PK*>(topk_smem);
+  __shared__ K gkey[G];               // the row's group maxima (every block)
+  __shared__ K cand[TOPK_CSM_CAP];    // block 0: candidates, SLOT a block
+  __shared__ K cand2[TOPK_CSM_CAP];   // block 0: candidates, contiguous
+  __shared__ MD<C> mdp[CS];           // block 0: the blocks' (m, d)
+  __shared__ unsigned cnts[2][CS];    // every block: the blocks' candidate counts (pass 1, radix pass)
+  __shared__ MD<C> red_md[32];
+  __shared__ unsigned hist[256];
+  __shared__ unsigned ghist[8][256];  // block 0: radix histograms by round
+  __shared__ unsigned s_cnt[3];       // this block's counts (pass 1, radix count, radix write)
+  __shared__ K s_tau;
+  __shared__ int s_dig;
+  __shared__ unsigned s_above;
+
+  const unsigned b = blockIdx.x;  // the cluster spans grid.x: b is the block's rank
+  const i64 r = blockIdx.y;
+  const int tid = threadIdx.x, lane = tid & 31;
+  const T* row = x + r * sx;
+  const int mis = row_misalignment<T, PACK>(row);
+  const i64 np = row_packs<PACK>(L, mis);
+  const i64 p0 = (i64)b * ppb;
+  const int nb = (int)max((i64)0, min(np - p0, ppb));
+  const i64 c00 = p0 * PACK - mis;  // column of this block's first element
+
+  TOPK_CSM_STOP_AT(9, nb == 7);
+  if (b == 0)
+    for (int i = tid; i < 8 * 256; i += TOPK_CSM_THREADS) (&ghist[0][0])[i] = 0u;
+  if (tid < 3) s_cnt[tid] = 0u;
+  if (tid == 0) s_tau = CT::empty();
+  // ---- stage this block's packs: pieces of TOPK_CSM_PIECE_PACKS packs or more,
+  // at most TOPK_CSM_PIECES, each scanned as it lands
+  const int npc = max(1, min(TOPK_CSM_PIECES, nb / TOPK_CSM_PIECE_PACKS));
+  const int pp = (nb + npc - 1) / npc;
+#if TOPK_CSM_BULK
+  __shared__ __align__(8) u64 mbar[TOPK_CSM_PIECES];
+  if (tid < TOPK_CSM_PIECES) csm_mbar_init(mbar + tid);
+  csm_mbar_fence_init();
+  __syncthreads();
+  if (tid < TOPK_CSM_PIECES) {  // one bulk copy a piece (whole aligned packs)
+    const int qa = tid * pp, qb = min(nb, qa + pp);
+    if (tid < npc && qb > qa) {
+      const unsigned bytes = (unsigned)(qb - qa) * 16u;
+      csm_mbar_expect(mbar + tid, bytes);
+      csm_bulk_g2s(chunk + qa, row + (c00 + (i64)qa * PACK), bytes, mbar + tid);
+    } else {
+      csm_mbar_arrive(mbar + tid);
+    }
+  }
+#else
+  for (int q = tid; q < nb; q += TOPK_CSM_THREADS) cp_async16(chunk + q, row + (c00 + (i64)q * PACK));
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+#endif
+
+#if TOPK_CSM_BULK
+  if (TOPK_CSM_STOP == 10) {
+    for (int pc = 0; pc < npc; ++pc) csm_mbar_wait(mbar + pc, 0u);
+    TOPK_CSM_STOP_AT(10, to_compute<C>(chunk[tid % max(nb, 1)].v[0]) == C(-7));
+  }
+#endif
+  // ---- 1. (m, d) and group maxima -------------------------------------------
+  MD<C> md = md_identity<C>();
+  K best = CT::empty();
+  C bv = Num<C>::neg_inf();
+  for (int pc = 0; pc < npc; ++pc) {
+#if TOPK_CSM_BULK
+    csm_mbar_wait(mbar + pc, 0u);
+#endif
+    // thread tid takes the piece's packs q = tid (mod TOPK_CSM_THREADS), as in every later pass
+    const int qa = pc * pp, qb = min(nb, qa + pp);
+    for (int q = qa + (tid - qa % TOPK_CSM_THREADS + TOPK_CSM_THREADS) % TOPK_CSM_THREADS; q < qb;
+         q += TOPK_CSM_THREADS) {
+      PK pk = chunk[q];
+      const i64 c0 = c00 + (i64)q * PACK;
+      if (c0 < 0 || c0 + PACK > L) {  // the row's first or last pack: outside elements become -inf
+#pragma unroll
+        for (int e = 0; e < PACK; ++e)
+          if (c0 + e < 0 || c0 + e >= L) pk.v[e] = from_compute<T>(Num<C>::neg_inf());
+        chunk[q] = pk;
+      }
+      C v[PACK];
+#pragma unroll
+      for (int e = 0; e < PACK; ++e) v[e] = to_compute<C>(pk.v[e]);
+      md_accumulate<C, PACK>(md, v);
+      C v1 = v[0];
+#pragma unroll
+      for (int e = 1; e < PACK; ++e) v1 = Num<C>::max(v1, v[e]);
+      if (v1 > bv) {  // a better value (padding is -inf: never here)
+        int ef = PACK - 1;
+#pragma unroll
+        for (int e = PACK - 1; e >= 0; --e)
+          if (v[e] == v1) ef = e;
+        best = CT::make(v1, c0 + ef);
+        bv = v1;
+      } else if (CT::hi(best) == 0u) {  // nothing yet, or NaN / -inf so far: full keys
+#pragma unroll
+        for (int e = 0; e < PACK; ++e) {
+          if (c0 + e >= 0 && c0 + e < L) {
+            const K c = CT::make(v[e], c0 + e);
+            if (CT::better(c, best)) best = c;
+          }
+        }
+        if (CT::hi(best) != 0u) bv = CT::value(best);
+      }
+    }
+  }
+#pragma unroll
+  for (int o = GL / 2; o > 0; o >>= 1) {
+    const K t = CT::shfl_xor(best, o);
+    if (CT::better(t, best)) best = t;
+  }
+  // every block gets the row's group maxima; block 0 the (m, d) partials
+  if (tid % GL == 0) csm_put_all<CS>(gkey, (int)(b * GB + tid / GL), best);
+  md = topk_block_md<C>(md, red_md);
+  if (tid == 0) csm_rank<CS>(mdp, 0u)[b] = md;
+  csm_sync<CS>();
+  TOPK_CSM_STOP_AT(1, CT::hi(best) == 7u || md.d == C(-7));
+  if (k == 1) {  // the row's best is the best group maximum
+    if (b != 0) return;
+    if (tid < 32) {
+      K c = gkey[tid];
+#pragma unroll
+      for (int j = 1; j < G / 32; ++j)
+        if (CT::better(gkey[tid + 32 * j], c)) c = gkey[tid + 32 * j];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        const K t = CT::shfl_xor(c, o);
+        if (CT::better(t, c)) c = t;
+      }
+      if (tid == 0) {
+        md = mdp[0];
+#pragma unroll
+        for (int j = 1; j < CS; ++j) md = md_merge(md, mdp[j]);
+        const C sc = log ? Num<C>::log(md.d) : Num<C>::rcp(md.d);
+        const C xv = CT::value(c);
+        idx[r] = CT::index(c);
+        topk_store<C>(vals, r, log ? (xv - md.m) - sc : Num<C>::exp(xv - md.m) * sc, out_code);
+      }
+    }
+    return;
+  }
+
+  // ---- 2. tau: the k-th best group maximum -----------------------------------
+  // (4 threads a key, 32 comparisons each, staggered so the 4 read distinct banks)
+  {
+    const int kid = tid >> 2, part = tid & 3;
+    const K c = gkey[kid];
+    int rank = 0;
+#pragma unroll 8
+    for (int j = 0; j < 32; ++j) rank += CT::better(gkey[part * 32 + ((j + 4 * part) & 31)], c) ? 1 : 0;
+    rank += __shfl_xor_sync(0xffffffffu, rank, 1);
+    rank += __shfl_xor_sync(0xffffffffu, rank, 2);
+    if (part == 0 && rank == k - 1 && !CT::same(c, CT::empty())) s_tau = c;
+  }
+  __syncthreads();
+  K tau = s_tau;
+  TOPK_CSM_STOP_AT(2, CT::hi(tau) == 7u);
+
+  // ---- 3. candidates into block 0's slots; every block gets every count ------
+  csm_filter<T, PACK>(chunk, nb, c00, L, tau, s_cnt, csm_rank<CS>(cand, 0u) + b * SLOT, SLOT);
+  __syncthreads();
+  TOPK_CSM_STOP_AT(21, s_cnt[0] == 7u);
+  if (tid == 0) csm_put_all<CS>(&cnts[0][0], (int)b, s_cnt[0]);
+  csm_sync<CS>();
+  unsigned n = 0u;
+  bool over = false;
+#pragma unroll
+  for (int j = 0; j < CS; ++j) {
+    n += cnts[0][j];
+    over = over || cnts[0][j] > (unsigned)SLOT;
+  }
+  TOPK_CSM_STOP_AT(3, n == 7u);
+
+  if (over || n > TOPK_CSM_CAP) {
+    // ---- 4b. radix selection of a tighter tau --------------------------------
+    K prefix = 0ull, pmask = 0ull;
+    unsigned above = 0u;  // keys better than every key with this prefix
+    for (int rd = 0; rd < 8; ++rd) {
+      const int sh = 56 - 8 * rd;
+      for (int i = tid; i < 256; i += TOPK_CSM_THREADS) hist[i] = 0u;
+      __syncthreads();
+      // whole warps run the loop so a digit's count is added once a warp
+      for (int q0 = tid - lane; q0 < nb; q0 += TOPK_CSM_THREADS) {
+        const int q = q0 + lane;
+        PK pk;
+        if (q < nb) pk = chunk[q];
+        const i64 c0 = c00 + (i64)q * PACK;
+#pragma unroll
+        for (int e = 0; e < PACK; ++e) {
+          int d = 256;
+          if (q < nb && c0 + e >= 0 && c0 + e < L) {
+            const K c = CT::make(to_compute<C>(pk.v[e]), c0 + e);
+            if ((c & pmask) == prefix) d = (int)((c >> sh) & 255u);
+          }
+          const unsigned same = __match_any_sync(0xffffffffu, d);
+          if (d < 256 && lane == __ffs(same) - 1) atomicAdd(&hist[d], (unsigned)__popc(same));
+        }
+      }
+      __syncthreads();
+      unsigned* g0 = csm_rank<CS>(&ghist[rd][0], 0u);
+      for (int i = tid; i < 256; i += TOPK_CSM_THREADS)
+        if (hist[i]) atomicAdd(g0 + i, hist[i]);
+      csm_sync<CS>();
+      for (int i = tid; i < 256; i += TOPK_CSM_THREADS) hist[i] = *reinterpret_cast<volatile unsigned*>(g0 + i);
+      __syncthreads();
+      if (tid < 32) {  // the digit holding the (k - above)-th best: lane l sums digits 255 - 8l .. 248 - 8l
+        unsigned h[8], sum = 0u;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          h[j] = hist[255 - 8 * lane - j];
+          sum += h[j];
+        }
+        unsigned inc = sum;  // inclusive prefix over lanes (better digits first)
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+          const unsigned t = __shfl_up_sync(0xffffffffu, inc, o);
+          if (lane >= o) inc += t;
+        }
+        const unsigned need = (unsigned)k - above;
+        const unsigned before = inc - sum;
+        if (before < need && inc >= need) {
+          unsigned acc = before;
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            if (acc < need && acc + h[j] >= need) {
+              s_dig = 255 - 8 * lane - j;
+              s_above = acc;
+            }
+            acc += h[j];
+          }
+        }
+      }
+      __syncthreads();
+      const int dig = s_dig;
+      above += s_above;
+      const unsigned inb = hist[dig];
+      prefix |= (K)dig << sh;
+      pmask |= (K)255u << sh;
+      __syncthreads();  // hist is zeroed next round
+      if (above + inb <= TOPK_CSM_CAP) break;  // block-uniform
+    }
+    // keys >= prefix: between k and TOPK_CSM_CAP of them; count, exchange
+    // counts, then write each block's at its offset of cand2
+    tau = prefix;
+    csm_filter<T, PACK>(chunk, nb, c00, L, tau, s_cnt + 1, nullptr, 0u);
+    __syncthreads();
+    if (tid == 0) csm_put_all<CS>(&cnts[1][0], (int)b, s_cnt[1]);
+    csm_sync<CS>();
+    unsigned off = 0u;
+    n = 0u;
+#pragma unroll
+    for (int j = 0; j < CS; ++j) {
+      off += j < (int)b ? cnts[1][j] : 0u;
+      n += cnts[1][j];
+    }
+    csm_filter<T, PACK>(chunk, nb, c00, L, tau, s_cnt + 2, csm_rank<CS>(cand2, 0u) + off, cnts[1][b]);
+    csm_sync<CS>();
+  }
+  if (b != 0) return;
+  if (!(over || n > TOPK_CSM_CAP)) {  // block 0: the slots' candidates made contiguous
+    for (int i = tid; i < CS * SLOT; i += TOPK_CSM_THREADS) {
+      const int bb = i / SLOT, j = i - bb * SLOT;
+      if (j < (int)cnts[0][bb]) {
+        int off = 0;
+        for (int t = 0; t < bb; ++t) off += (int)cnts[0][t];
+        cand2[off + j] = cand[i];
+      }
+    }
+    __syncthreads();
+  }
+
+  // ---- 4. block 0: output position = rank among the candidates ---------------
+  md = mdp[0];
+#pragma unroll
+  for (int j = 1; j < CS; ++j) md = md_merge(md, mdp[j]);
+  const C sc = log ? Num<C>::log(md.d) : Num<C>::rcp(md.d);
+  // tpc threads a candidate (n <= TOPK_CSM_CAP <= TOPK_CSM_THREADS: one pass)
+  int tpc = 1;
+  while (tpc < 32 && (int)n * tpc * 2 <= TOPK_CSM_THREADS) tpc *= 2;
+  const int ci = tid / tpc, part = tid % tpc;
+  K c = CT::empty();
+  int rank = 0;
+  if (ci < (int)n) {
+    c = cand2[ci];
+    for (int j = part; j < (int)n; j += tpc) rank += CT::better(cand2[j], c) ? 1 : 0;
+  }
+  for (int o = 1; o < tpc; o <<= 1) rank += __shfl_xor_sync(0xffffffffu, rank, o);
+  if (ci < (int)n && part == 0 && rank < k) {
+    idx[r * k + rank] = CT::index(c);
+    const C xv = CT::value(c);
+    const C y = log ? (xv - md.m) - sc : Num<C>::exp(xv - md.m) * sc;
+    topk_store<C>(vals, r * k + rank, y, out_code);
+  }
 }
 
 // ----------------------------------------------------------------------------

@@ -166,9 +166,12 @@ def test_plan_regimes(dev):
             for to in DTYPES:
                 for algo in ALGOS:
                     p = _dispatch.plan_topk(rows, L, k, ti, to, dev, algo)
+                    pack = 16 // np_dtype(ti).itemsize
+                    if p.regime == "csm":  # (test_csm_plan)
+                        assert p.kernel.startswith("topk_csm<") and dev.cc >= 90
+                        continue
                     assert p.smem <= _dispatch.TOPK_SMEM_MAX and p.merge_smem <= _dispatch.TOPK_SMEM_MAX
                     assert p.block[0] % 32 == 0 and p.block[0] <= _dispatch.TOPK_MAX_THREADS
-                    pack = 16 // np_dtype(ti).itemsize
                     if p.seg_packs:  # every segment of the row has a block
                         assert p.kernel.startswith("topk_seg<") and p.kp >= k
                         assert p.splits * p.seg_per_block * p.seg_packs * pack >= L + pack - 1
@@ -185,6 +188,53 @@ def test_plan_regimes(dev):
                             batch = p.block[0] * max(1, _dispatch.TOPK_BATCH_ELEMS[csz] // pack) * pack
                             assert p.inc >= batch + _dispatch.TOPK_RADIX_ROOM
                             assert p.smem == (p.kp + p.inc) * p.cand_bytes
+
+
+@pytest.mark.parametrize("dev", [H100, A100], ids=["H100", "A100"])
+def test_csm_plan(dev):
+    """csm (a cluster holds each row on chip): sm_90 only, float compute,
+    online, k <= TOPK_CSM_KP_MAX, rows of TOPK_CSM_MIN_ROW_BYTES and more
+    (longer than TOPK_CSM_ALL_K_ROW_BYTES only from TOPK_CSM_LONG_MIN_K, for
+    a single row of TOPK_CSM_ONE_ROW_MIN_ELEMS or more, or from
+    TOPK_CSM_MANY_ROWS rows),
+    the largest cluster with rows x cluster <= SMs whose blocks hold
+    TOPK_CSM_MIN_PACKS .. TOPK_CSM_MAX_BYTES of the row."""
+    D = _dispatch
+    seen = set()
+    for dt in ("float16", "bfloat16", "float32", "float64"):
+        isz = np_dtype(dt).itemsize
+        pack = 16 // isz
+        for out in ("float32", "float64"):
+            for rows in (1, 2, 8, 16, 17, 33, 63, 64, 66, 67, 128, 132, 133):
+                for nbytes in (D.TOPK_CSM_MIN_ROW_BYTES - 16, D.TOPK_CSM_MIN_ROW_BYTES, D.TOPK_CSM_ALL_K_ROW_BYTES,
+                               D.TOPK_CSM_ALL_K_ROW_BYTES + 16, 2 ** 20, 2 ** 22, None, 0):
+                    L = nbytes // isz if nbytes is not None else D.TOPK_CSM_ONE_ROW_MIN_ELEMS
+                    L = L if nbytes != 0 else D.TOPK_CSM_ONE_ROW_MIN_ELEMS - 1
+                    for k in (1, 17, D.TOPK_CSM_LONG_MIN_K - 1, D.TOPK_CSM_LONG_MIN_K, D.TOPK_CSM_KP_MAX,
+                              D.TOPK_CSM_KP_MAX + 1):
+                        for algo in ("auto", "online", "safe", "unfused"):
+                            p = D.plan_topk(rows, L, k, dt, out, dev, algo)
+                            packs = -(-(L + pack - 1) // pack)
+                            fits = [cs for cs in D.TOPK_CSM_CLUSTERS if rows * cs <= dev.sm_count
+                                    and D.TOPK_CSM_MIN_PACKS <= -(-packs // cs)
+                                    and -(-packs // cs) * 16 <= D.TOPK_CSM_MAX_BYTES]
+                            want = (dev.cc >= 90 and algo in ("auto", "online") and dt != "float64"
+                                    and out != "float64" and k <= D.TOPK_CSM_KP_MAX
+                                    and L * isz >= D.TOPK_CSM_MIN_ROW_BYTES
+                                    and (L * isz <= D.TOPK_CSM_ALL_K_ROW_BYTES or rows >= D.TOPK_CSM_MANY_ROWS
+                                         or (k >= D.TOPK_CSM_LONG_MIN_K
+                                             and (rows > 1 or L >= D.TOPK_CSM_ONE_ROW_MIN_ELEMS)))
+                                    and bool(fits))
+                            assert (p.regime == "csm") == want, (dt, out, rows, L, k, algo, p.regime)
+                            if want:
+                                cs = fits[0]
+                                seen.add(cs)
+                                assert p.kernel == f"topk_csm<{D.CTYPE[dt]}, {cs}>"
+                                assert p.grid == (cs, rows) and p.block == (D.TOPK_CSM_THREADS,)
+                                assert p.pps == -(-packs // cs) and p.smem == p.pps * 16
+                                assert cs * p.pps * pack >= L + pack - 1  # every element staged
+                                assert p.splits == 1 and not p.seg_packs and p.kp >= k
+    assert seen == (set(D.TOPK_CSM_CLUSTERS) if dev.cc >= 90 else set())
 
 
 @pytest.mark.parametrize("dev", [H100, A100], ids=["H100", "A100"])
@@ -227,6 +277,11 @@ def test_seg_constants_match_kernel():
     assert _dispatch.TOPK_SEG_WCAP == define("TOPK_SEG_WMAX") and _dispatch.TOPK_SEG_WMAX <= _dispatch.TOPK_SEG_WCAP
     assert _dispatch.TOPK_SEG_KP_MAX == define("TOPK_SEG_KP_MAX")
     assert (define("TOPK_SEG_RANK_MAX"), define("TOPK_SEG_INC")) == (256, 2048)  # test_seg_regime's paths
+    assert _dispatch.TOPK_CSM_THREADS == define("TOPK_CSM_THREADS")
+    assert _dispatch.TOPK_CSM_KP_MAX == define("TOPK_CSM_KP_MAX")
+    # lane groups of 4 x cluster lanes: at most a warp
+    assert define("TOPK_CSM_THREADS") * max(_dispatch.TOPK_CSM_CLUSTERS) // define("TOPK_CSM_GROUPS") <= 32
+    assert 2 * _dispatch.TOPK_CSM_KP_MAX <= define("TOPK_CSM_GROUPS")  # k distinct group maxima with room
 
 
 def test_direct_launch_selection():
@@ -251,15 +306,20 @@ def test_direct_launch_selection():
         _topk._seg_layout(p)
         return p
 
-    p = prepared(1, 128256, 50)
+    p = prepared(1, 128256, 5)
     prm = _topk._fast_params(p)
     assert p.plan.regime == "seg" and prm is not None and p.fptr == 1234
     wmax = _dispatch.TOPK_SEG_WCAP
     assert p.ws_bytes == wmax * 8 + (wmax + 2 * p.plan.splits) * 4
-    assert list(prm.vals)[7:] == [128256, 128256, 50, 64, p.plan.seg_packs, p.plan.seg_per_block, 2, 0]
+    assert list(prm.vals)[7:] == [128256, 128256, 5, 8, p.plan.seg_packs, p.plan.seg_per_block, 2, 0]
+    assert list(prm.vals)[:7] == [0] * 7  # pointers: filled per call
+    p = prepared(8, 32768, 50)  # csm: (x, vals, idx, L, sx, k, packs a block, code, log), no workspace
+    prm = _topk._fast_params(p)
+    assert p.plan.regime == "csm" and prm is not None and p.ws_bytes == 0
+    assert list(prm.vals) == [0, 0, 0, 32768, 32768, 50, p.plan.pps, 2, 0]
+    assert p.dims == (8, 8, 1, _dispatch.TOPK_CSM_THREADS, 1, 1, p.plan.smem)
     p = prepared(4096, 1024, 5)
     assert p.plan.regime == "block" and _topk._fast_params(p) is not None and p.ws_bytes == 0
-    assert list(prm.vals)[:7] == [0] * 7  # pointers: filled per call
     assert _topk._fast_params(prepared(1, 10 ** 6, 100)) is None  # split
     assert _topk._fast_params(prepared(4096, 1024, 5, copy=True)) is None
     assert _topk._fast_params(prepared(4096, 1024, 5, moved=True)) is None
@@ -396,13 +456,69 @@ def _seg_candidates(row, k, sp, pack):
     return int(np.sum((row > row[t]) | ((row == row[t]) & (np.arange(L) <= t))))
 
 
+@pytest.fixture
+def no_csm(monkeypatch):
+    """The csm regime switched off (so few-row calls take seg / split), the
+    prepared-call cache cleared before and after."""
+    from cusoftmax import _topk
+    _topk._cache.clear()
+    monkeypatch.setattr(_dispatch, "TOPK_CSM_KP_MAX", 0)
+    yield
+    _topk._cache.clear()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_csm_regime(dtype):
+    """The row-on-chip few-rows regime at every cluster size (rows x cluster
+    = SMs): typical rows (candidates ranked directly), hundreds of tied
+    maxima and sorted rows (the radix selection of a tighter bound), small
+    integers, mostly / all -inf rows, NaN rows, misaligned rows, k from 1
+    to the kp bound, plain and log."""
+    dev = _device()
+    if dev.cc < 90:
+        pytest.skip("the csm regime is sm_90 only")
+    rng = np.random.default_rng(12)
+    isz = np_dtype(dtype).itemsize
+    L = _dispatch.TOPK_CSM_ALL_K_ROW_BYTES // 4  # 128 KiB rows in float32, 64 KiB in 16-bit
+    base = rng.standard_normal(L) * 3
+    plateau = base.copy()
+    plateau[rng.choice(L, 2400, replace=False)] = 100.0  # hundreds of tied maxima
+    nan_row = base.copy()
+    nan_row[77] = np.nan
+    kinds = [base, plateau, np.sort(base), rng.integers(-3, 4, L).astype(np.float64),
+             np.where(rng.random(L) < 0.9, -np.inf, base), np.full(L, -np.inf), nan_row,
+             make_data(rng, (L,), "specials")]
+    for cs in _dispatch.TOPK_CSM_CLUSTERS:
+        rows = max(len(kinds) if cs == 8 else 1, dev.sm_count // cs)
+        if rows * cs > dev.sm_count:
+            rows = dev.sm_count // cs
+        a = np.stack([kinds[i % len(kinds)] for i in range(rows)])
+        xs = to_gpu(a, dtype)
+        p = _dispatch.plan_topk(rows, L, 50, dtype, dtype, dev)
+        assert p.regime == "csm" and p.grid == (cs, rows), (cs, p)
+        for k in ((1, 2, 17, 50, 63, 64) if cs == 8 else (1, 50)):
+            check(xs, k, log=k in (2, 50))
+    # misaligned rows (a row start mid-vector); longer rows from TOPK_CSM_LONG_MIN_K
+    x2 = to_gpu(make_data(rng, (3, L + 3), "normal"), dtype)
+    assert _dispatch.plan_topk(3, L, 5, dtype, dtype, dev).regime == "csm"
+    check(x2[:, 3:], 5)
+    check(x2[:, 1:-2], 64, log=True)
+    L2 = 4 * L + 5
+    x3 = to_gpu(make_data(rng, (2, L2 + 1), "normal"), dtype)
+    assert _dispatch.plan_topk(2, L2, _dispatch.TOPK_CSM_LONG_MIN_K, dtype, dtype, dev).regime == "csm"
+    assert _dispatch.plan_topk(2, L2, _dispatch.TOPK_CSM_LONG_MIN_K - 1, dtype, dtype, dev).regime != "csm"
+    check(x3[:, 1:], _dispatch.TOPK_CSM_LONG_MIN_K)
+    check(x3[:, :L2], 64, log=True)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
-def test_seg_regime(dtype):
+def test_seg_regime(dtype, no_csm):
     """The one-launch few-rows regime: its three selection paths (candidates
     ranked directly, one compaction, overflow) shown taken by the host model,
     specials, misaligned rows, k at the kp and segment-count bounds, and the
-    unfused path's selection."""
+    unfused path's selection (csm switched off: it would take these rows)."""
     dev = _device()
     th = _dispatch.topk_thresholds(dev)
     rng = np.random.default_rng(11)
