@@ -1422,6 +1422,13 @@ TOPK_SEG_WMAX = 256
 TOPK_SEG_WCAP = 256
 TOPK_SEG_THREADS = 256
 TOPK_SEG_BLOCKS_PER_SM = 8
+#: Up to TOPK_SEG_FILL_ROWS rows the grid is also held to the blocks that are
+#: resident at once (TOPK_SEG_RESIDENT_PER_SM: 62 registers at 256 threads),
+#: so it runs in one wave (H100, tools/seg_grid.py, kernels/seg_grid.txt:
+#: 64 x 262144 float32 k = 1 43.9 -> 41.3 us, 64 x 128256 k = 1 26.5 -> 23.6,
+#: k = 50 34.3 -> 32.5; 17 blocks a row had made 2.06 waves of 528).
+TOPK_SEG_FILL_ROWS = 64
+TOPK_SEG_RESIDENT_PER_SM = 4
 #: From this many rows per SM on ("many" rows) seg needs KP >= TOPK_SEG_MANY_MIN_KP
 #: and segments of at least TOPK_SEG_MANY_MIN_ELEMS elements (H100: 4096 x 131072
 #: float32 k = 50 946 us against 1112 us in the block regime, bfloat16 761 against
@@ -1637,6 +1644,8 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
             # blocks per row: a segment per warp, but no more than
             # TOPK_SEG_BLOCKS_PER_SM x SMs blocks in all (warps then loop)
             nblk = max(1, min(_cdiv(nseg, threads // 32), _cdiv(TOPK_SEG_BLOCKS_PER_SM * sms, rows)))
+            if rows <= TOPK_SEG_FILL_ROWS:  # ... and within one wave of resident blocks
+                nblk = max(1, min(nblk, TOPK_SEG_RESIDENT_PER_SM * sms // rows))
             spb = _cdiv(nseg, nblk)
             grid = (_cdiv(nseg, spb), rows)
             extra = dict(gather_kernel=gather, softmax_algorithm="safe") if mode == "select" else {}

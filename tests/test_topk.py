@@ -191,6 +191,27 @@ def test_plan_regimes(dev):
 
 
 @pytest.mark.parametrize("dev", [H100, A100], ids=["H100", "A100"])
+def test_seg_grid_one_wave(dev):
+    """Up to TOPK_SEG_FILL_ROWS rows a seg grid fits the resident blocks
+    (one wave); every segment still has a block."""
+    D = _dispatch
+    n = 0
+    for dt in ("float32", "bfloat16", "float64"):
+        pack = 16 // np_dtype(dt).itemsize
+        for rows in (1, 8, 17, 33, 63, 64, 65, 100):
+            for L in (40000, 131072, 262144, 10 ** 6):
+                for k in (1, 5, 50):
+                    p = D.plan_topk(rows, L, k, dt, dt, dev)
+                    if p.regime != "seg":
+                        continue
+                    n += 1
+                    assert p.splits * p.seg_per_block * p.seg_packs * pack >= L + pack - 1
+                    if rows <= D.TOPK_SEG_FILL_ROWS:
+                        assert p.grid[0] * rows <= max(rows, D.TOPK_SEG_RESIDENT_PER_SM * dev.sm_count), (dt, rows, L, k)
+    assert n > 0
+
+
+@pytest.mark.parametrize("dev", [H100, A100], ids=["H100", "A100"])
 def test_csm_plan(dev):
     """csm (a cluster holds each row on chip): sm_90 only, float compute,
     online, k <= TOPK_CSM_KP_MAX, rows of TOPK_CSM_MIN_ROW_BYTES and more
