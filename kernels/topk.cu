@@ -1365,6 +1365,13 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
     csm_sync<CS>();               \
     return;                       \
   }
+// (before the start barrier's wait: complete it instead of a new barrier)
+#define TOPK_CSM_STOP_EARLY(n, keep)                                                        \
+  if (TOPK_CSM_STOP == (n)) {                                                               \
+    if (keep) idx[0] = -1;                                                                  \
+    if constexpr (CS > 1) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");       \
+    return;                                                                                 \
+  }
 
 #ifndef TOPK_CSM_PIECES
 #define TOPK_CSM_PIECES 8
@@ -1496,7 +1503,10 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   const int nb = (int)max((i64)0, min(np - p0, ppb));
   const i64 c00 = p0 * PACK - mis;  // column of this block's first element
 
-  TOPK_CSM_STOP_AT(9, nb == 7);
+  // every block of the cluster must have started before any writes to its
+  // shared memory: arrive now, wait before the first remote write
+  if constexpr (CS > 1) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  TOPK_CSM_STOP_EARLY(9, nb == 7);
   if (b == 0)
     for (int i = tid; i < 8 * 256; i += TOPK_CSM_THREADS) (&ghist[0][0])[i] = 0u;
   if (tid < 3) s_cnt[tid] = 0u;
@@ -1507,12 +1517,12 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   const int pp = (nb + npc - 1) / npc;
 #if TOPK_CSM_BULK
   __shared__ __align__(8) u64 mbar[TOPK_CSM_PIECES];
-  if (tid < TOPK_CSM_PIECES) csm_mbar_init(mbar + tid);
+  if (tid < npc) csm_mbar_init(mbar + tid);
   csm_mbar_fence_init();
   __syncthreads();
-  if (tid < TOPK_CSM_PIECES) {  // one bulk copy a piece (whole aligned packs)
+  if (tid < npc) {  // one bulk copy a piece (whole aligned packs)
     const int qa = tid * pp, qb = min(nb, qa + pp);
-    if (tid < npc && qb > qa) {
+    if (qb > qa) {
       const unsigned bytes = (unsigned)(qb - qa) * 16u;
       csm_mbar_expect(mbar + tid, bytes);
       csm_bulk_g2s(chunk + qa, row + (c00 + (i64)qa * PACK), bytes, mbar + tid);
@@ -1530,7 +1540,7 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 #if TOPK_CSM_BULK
   if (TOPK_CSM_STOP == 10) {
     for (int pc = 0; pc < npc; ++pc) csm_mbar_wait(mbar + pc, 0u);
-    TOPK_CSM_STOP_AT(10, to_compute<C>(chunk[tid % max(nb, 1)].v[0]) == C(-7));
+    TOPK_CSM_STOP_EARLY(10, to_compute<C>(chunk[tid % max(nb, 1)].v[0]) == C(-7));
   }
 #endif
   // ---- 1. (m, d) and group maxima -------------------------------------------
@@ -1585,6 +1595,7 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
     if (CT::better(t, best)) best = t;
   }
   // every block gets the row's group maxima; block 0 the (m, d) partials
+  if constexpr (CS > 1) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
   if (tid % GL == 0) csm_put_all<CS>(gkey, (int)(b * GB + tid / GL), best);
   md = topk_block_md<C>(md, red_md);
   if (tid == 0) csm_rank<CS>(mdp, 0u)[b] = md;

@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""A small workload of topk_csm for compute-sanitizer (memcheck, racecheck,
+synccheck): every cluster size (1, 2, 4, 8 blocks a row), random rows
+(candidates ranked directly), rows of tied maxima and ascending rows (the
+cluster's radix selection), misaligned rows, k = 1 (the group-maxima
+shortcut) and k at the list bound; every result checked against the
+reference. Exit status 1 if any is wrong.
+  compute-sanitizer --tool racecheck python tools/sanitize_topk_csm.py"""
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import numpy as np  # noqa: E402
+import cupy as cp  # noqa: E402
+import ml_dtypes  # noqa: E402
+import cusoftmax  # noqa: E402
+from cusoftmax import _dispatch, reference  # noqa: E402
+from cusoftmax._launch import device_info  # noqa: E402
+
+dev = device_info(cp.cuda.runtime.getDevice())
+if dev.cc < 90:
+    print("topk_csm runs on sm_90 only")
+    sys.exit(0)
+rng = np.random.default_rng(6)
+bad = n = 0
+L = 32768
+for cs in _dispatch.TOPK_CSM_CLUSTERS:
+    R = dev.sm_count // cs if cs < 8 else 4
+    a = rng.standard_normal((R, L + 1)).astype(np.float32)
+    a[1 % R, rng.choice(L, 900, replace=False)] = 50.0  # tied maxima
+    a[2 % R] = np.sort(a[2 % R])
+    for dt in (np.float32, ml_dtypes.bfloat16):
+        xa = cp.asarray(a.astype(dt))
+        for x in (xa[:, :L], xa[:, 1:]):
+            for k in (1, 50, 64):
+                p = _dispatch.plan_topk(R, L, k, x.dtype.name, x.dtype.name, dev)
+                assert p.kernel.startswith("topk_csm<") and p.grid == (cs, R), (cs, p.kernel, p.grid)
+                got = cusoftmax.softmax_topk(x, k, log=k == 64)
+                ref = reference.softmax_topk(x, k, log=k == 64)
+                n += 1
+                ok = np.array_equal(got.indices.get(), ref.indices) and np.allclose(
+                    got.values.get().astype(np.float64), ref.values, rtol=2e-2, atol=1e-6)
+                if not ok:
+                    bad += 1
+                    print("WRONG", R, L, cs, dt, k)
+print(f"{n} cases, {bad} wrong")
+sys.exit(1 if bad else 0)
