@@ -1330,25 +1330,32 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 // ----------------------------------------------------------------------------
 // topk_csm: few rows, k <= TOPK_CSM_KP_MAX, float compute, one launch, the row
 // read once from DRAM and staged on chip: one thread-block cluster of CS
-// blocks per row (grid (CS, rows); CS = 1 before sm_90), block b holding packs
-// [b * ppb, (b + 1) * ppb) of the row in its shared memory (cp.async).
+// blocks per row (grid (CS, rows); the dispatcher picks it on sm_90 only),
+// block b holding packs [b * ppb, (b + 1) * ppb) of the row in its shared
+// memory (bulk copies of up to TOPK_CSM_PIECES pieces, each scanned as it
+// lands; cp.async before sm_90). Thread t takes packs t (mod the block size)
+// in every pass.
 //   1. Each block scans its packs: the (m, d) partial and, for each of its
 //      TOPK_CSM_GROUPS / CS groups of GL = 4 x CS lanes, the group's best
-//      candidate. The maxima and partials go to block 0 (distributed shared
-//      memory), then the cluster barrier.
+//      candidate. The maxima go to every block and the partials to block 0
+//      (distributed shared memory; a start barrier first makes sure every
+//      block has begun), then the cluster barrier. k = 1: block 0 takes the
+//      best group maximum and is done.
 //   2. Every block takes tau = the k-th best of the row's TOPK_CSM_GROUPS
 //      group maxima (ranks by counting). They are k distinct elements not
 //      worse than tau, so the row's top k are not worse than tau.
-//   3. Every block appends its elements not worse than tau to block 0's
-//      candidate list (a shared counter), then the cluster barrier.
-//   4. Up to TOPK_CSM_CAP candidates (typical rows: a little over k), block
-//      0 ranks them by counting and writes the results. More (rows of ties,
-//      sorted rows: the maxima's groups hold many candidates): the cluster
-//      finds a tighter tau by radix selection over the 64-bit keys of its
-//      staged elements (8-bit digits, a histogram a round summed in block 0,
-//      stopping once at most TOPK_CSM_CAP keys are not worse than the
-//      selected prefix; at the last digit it is the exact k-th best), then
-//      repeats 3 and 4.
+//   3. Every block writes its elements not worse than tau to its SLOT =
+//      TOPK_CSM_CAP / CS slots in block 0 and its count to every block,
+//      then the cluster barrier.
+//   4. Every count within its slots (typical rows: a little over k in all):
+//      block 0 makes the slots contiguous, ranks the candidates by counting
+//      and writes the results. Otherwise (rows of ties, sorted rows: the
+//      maxima's groups hold many candidates) the cluster finds a tighter
+//      tau by radix selection over the 64-bit keys of its staged elements
+//      (8-bit digits, a histogram a round summed in block 0, stopping once at
+//      most TOPK_CSM_CAP keys are not worse than the selected prefix; at the
+//      last digit it is the exact k-th best), counts again, exchanges the
+//      counts and writes each block's candidates at its offset in block 0.
 // ----------------------------------------------------------------------------
 #define TOPK_CSM_THREADS 512
 #define TOPK_CSM_GROUPS 128
