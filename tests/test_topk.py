@@ -307,7 +307,7 @@ def test_seg_constants_match_kernel():
 
 def test_direct_launch_selection():
     """Which prepared calls take softmax_topk's direct launch: one-launch
-    plans (block, stream, seg) on rows read straight from x with results in
+    plans (block, stream, seg, csm) on rows read straight from x with results in
     x's layout; not a split (two launches), a copied layout or a moved axis."""
     from cusoftmax import _topk
     if _topk._drv_launch is None:
