@@ -1328,12 +1328,13 @@ def all_backward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
 # csm        sm_90, float compute, KP <= TOPK_CSM_KP_MAX, few rows (rows x
 #            cluster <= SMs): a cluster of 1-8 blocks per row holds the row in
 #            shared memory (bulk copies), so the selection after the one read
-#            runs on chip, with cluster barriers instead of a last-block
-#            election (topk_csm). Rows up to TOPK_CSM_ALL_K_ROW_BYTES for every
-#            k (from TOPK_CSM_MIN_ROW_BYTES); longer rows from k >=
-#            TOPK_CSM_LONG_MIN_K (one row: of TOPK_CSM_ONE_ROW_MIN_ELEMS or
-#            more) or TOPK_CSM_MANY_ROWS rows (seg is faster otherwise). A
-#            block holds TOPK_CSM_MIN_PACKS .. TOPK_CSM_MAX_BYTES of the row.
+#            runs on chip, exchanging through distributed shared memory
+#            (st.async counted on mbarriers) instead of a last-block election
+#            (topk_csm). Rows up to TOPK_CSM_ALL_K_ROW_BYTES for every k (from
+#            TOPK_CSM_MIN_ROW_BYTES); longer rows from k >= TOPK_CSM_LONG_MIN_K,
+#            from TOPK_CSM_MID_MIN_K on TOPK_CSM_MID_ROWS .. SMs / 16 rows, or
+#            from TOPK_CSM_MANY_ROWS rows (seg is faster otherwise). A block
+#            holds TOPK_CSM_MIN_PACKS .. TOPK_CSM_MAX_BYTES of the row.
 # seg        KP <= TOPK_SEG_KP_MAX and at least TOPK_SEG_MIN_SEGS_PER_K x k
 #            segments, on few rows (< TOPK_SEG_ROWS_PER_SM x SMs) or, with
 #            KP >= TOPK_SEG_MANY_MIN_KP and longer segments, on many: one
@@ -1450,25 +1451,29 @@ TOPK_SEG_BATCH_ELEMS = {4: 16, 8: 4}
 #: TOPK_CSM_MIN_PACKS 16-byte packs (every lane group gets elements) and
 #: TOPK_CSM_MAX_BYTES of shared memory). H100, tools/csm_try.py time
 #: (kernels/csm_try.txt), against the dispatcher without csm (seg): faster
-#: for every k on rows of 64-128 KiB (1 / 8 / 64 / 128 x 32768 float32,
-#: k = 50: 11.1 / 11.6 / 16.6 / 20.6 us against 13.7 / 15.6 / 22.6 / 29.1);
+#: for every k on rows of 64-256 KiB (1 / 8 / 64 / 128 x 32768 float32,
+#: k = 50: 9.8 / 10.4 / 15.6 / 19.4 us against 14.0 / 15.7 / 22.5 / 29.4;
+#: 1 / 8 x 65536 float32, k = 1 - 50: 7.6 - 11.4 against 8.0 - 16.5; the one
+#: loss: 1 x 128256 bfloat16 at k = 5 / 17, 10.8 / 10.9 against 10.3 / 10.3);
 #: on longer rows from k = TOPK_CSM_LONG_MIN_K (1 / 8 x 262144 float32,
-#: k = 50: 17.3 / 18.8 against 19.3 / 22.1; k = 17: 16.7 / 19.0 against
-#: 13.8 / 19.1), or from TOPK_CSM_MANY_ROWS rows (64 x 128256 bfloat16:
-#: 17.5 - 25.0 against 22.6 - 29.7 for k = 1 - 50).
+#: k = 50: 15.2 / 16.7 against 18.9 / 22.3; k = 17: 14.4 / 16.5 against
+#: 13.7 / 18.8), from k = TOPK_CSM_MID_MIN_K for TOPK_CSM_MID_ROWS rows and
+#: more while clusters of 8 take at most half the SMs (8 x 262144 float32,
+#: k = 5 - 17: 16.1 - 16.5 against 17.8 - 18.8; 8 x 128256: 12.9 - 13.0
+#: against 12.9 - 14.0; at 16 rows seg is faster for k < 33), or from
+#: TOPK_CSM_MANY_ROWS rows (64 x 128256 bfloat16: 17.0 - 22.7 against
+#: 19.2 - 26.8 for k = 1 - 50).
 TOPK_CSM_KP_MAX = 64
 TOPK_CSM_THREADS = 512
 TOPK_CSM_CLUSTERS = (8, 4, 2, 1)
 TOPK_CSM_MIN_PACKS = 512
 TOPK_CSM_MAX_BYTES = 200 * 1024
 TOPK_CSM_MIN_ROW_BYTES = 64 * 1024
-TOPK_CSM_ALL_K_ROW_BYTES = 128 * 1024
+TOPK_CSM_ALL_K_ROW_BYTES = 256 * 1024
 TOPK_CSM_LONG_MIN_K = 33
+TOPK_CSM_MID_ROWS = 8
+TOPK_CSM_MID_MIN_K = 5
 TOPK_CSM_MANY_ROWS = 64
-#: ... but a single long row only from this many elements (bench topk at
-#: k = 50: 1 x 128256 float32 seg 12.0 us against csm 13.5, 1 x 262144
-#: float32 csm 17.2 against seg 23.1).
-TOPK_CSM_ONE_ROW_MIN_ELEMS = 2 ** 18
 
 _TOPK_MODE = {"online": "TOPK_ONLINE", "safe": "TOPK_SAFE", "select": "TOPK_SELECT"}
 #: Run-time output-type codes of kernels/topk.cu (TOPK_OUT_*).
@@ -1576,8 +1581,8 @@ def topk_csm_shape(rows: int, L: int, k: int, in_dtype: str, dev: DeviceInfo) ->
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
     if L * isz < TOPK_CSM_MIN_ROW_BYTES:
         return None
-    if L * isz > TOPK_CSM_ALL_K_ROW_BYTES and rows < TOPK_CSM_MANY_ROWS and (
-            k < TOPK_CSM_LONG_MIN_K or (rows == 1 and L < TOPK_CSM_ONE_ROW_MIN_ELEMS)):
+    if L * isz > TOPK_CSM_ALL_K_ROW_BYTES and rows < TOPK_CSM_MANY_ROWS and k < TOPK_CSM_LONG_MIN_K and not (
+            k >= TOPK_CSM_MID_MIN_K and TOPK_CSM_MID_ROWS <= rows and rows * 16 <= dev.sm_count):
         return None
     packs = _cdiv(L + VECTOR_BYTES // isz - 1, VECTOR_BYTES // isz)  # the worst misalignment adds a pack
     for cs in TOPK_CSM_CLUSTERS:

@@ -1333,20 +1333,17 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 // blocks per row (grid (CS, rows); the dispatcher picks it on sm_90 only),
 // block b holding packs [b * ppb, (b + 1) * ppb) of the row in its shared
 // memory (bulk copies of up to TOPK_CSM_PIECES pieces, each scanned as it
-// lands; cp.async before sm_90). Thread t takes packs t (mod the block size)
-// in every pass.
+// lands). Thread t takes packs t (mod the block size) in every pass.
 //   1. Each block scans its packs: the (m, d) partial and, for each of its
 //      TOPK_CSM_GROUPS / CS groups of GL = 4 x CS lanes, the group's best
-//      candidate. The maxima go to every block and the partials to block 0
-//      (distributed shared memory; a start barrier first makes sure every
-//      block has begun), then the cluster barrier. k = 1: block 0 takes the
-//      best group maximum and is done.
-//   2. Every block takes tau = the k-th best of the row's TOPK_CSM_GROUPS
-//      group maxima (ranks by counting). They are k distinct elements not
-//      worse than tau, so the row's top k are not worse than tau.
+//      candidate. The maxima go to every block and the partials to block 0.
+//      k = 1: block 0 takes the best group maximum and is done.
+//   2. Every block takes tau = (v, 0), v the k-th largest value among the
+//      row's TOPK_CSM_GROUPS group maxima (ranks by counting value words).
+//      At least k distinct elements have values >= v, so the row's top k are
+//      not worse than tau.
 //   3. Every block writes its elements not worse than tau to its SLOT =
-//      TOPK_CSM_CAP / CS slots in block 0 and its count to every block,
-//      then the cluster barrier.
+//      TOPK_CSM_CAP / CS slots in block 0 and its count to every block.
 //   4. Every count within its slots (typical rows: a little over k in all):
 //      block 0 makes the slots contiguous, ranks the candidates by counting
 //      and writes the results. Otherwise (rows of ties, sorted rows: the
@@ -1356,6 +1353,14 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 //      most TOPK_CSM_CAP keys are not worse than the selected prefix; at the
 //      last digit it is the exact k-th best), counts again, exchanges the
 //      counts and writes each block's candidates at its offset in block 0.
+// The exchanges of 1 and 3 go through distributed shared memory by st.async,
+// each counted in bytes on an mbarrier of the receiving block (whose threads
+// wait on it), not through cluster barriers: on H100 a cluster barrier's
+// release / acquire costs a GPU-scope memory barrier, about 900 cycles
+// (tools/csm_trace.py). A start barrier (arrived at on entry, after the
+// mbarriers are initialised, and waited on before the first remote write)
+// makes sure every block has begun; every block waits for every byte sent
+// to it before it exits. The radix fallback (rare) keeps cluster barriers.
 // ----------------------------------------------------------------------------
 #define TOPK_CSM_THREADS 512
 #define TOPK_CSM_GROUPS 128
@@ -1366,19 +1371,31 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 #ifndef TOPK_CSM_STOP
 #define TOPK_CSM_STOP 0
 #endif
-#define TOPK_CSM_STOP_AT(n, keep) \
-  if (TOPK_CSM_STOP == (n)) {     \
-    if (keep) idx[0] = -1;        \
-    csm_sync<CS>();               \
-    return;                       \
-  }
-// (before the start barrier's wait: complete it instead of a new barrier)
-#define TOPK_CSM_STOP_EARLY(n, keep)                                                        \
+#define TOPK_CSM_STOP_AT(n, keep)                                                        \
   if (TOPK_CSM_STOP == (n)) {                                                               \
     if (keep) idx[0] = -1;                                                                  \
     if constexpr (CS > 1) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");       \
     return;                                                                                 \
   }
+
+// Timeline hook of tools/csm_trace.py (-DTOPK_CSM_TRACE: thread 0 of each
+// block of rows < 64 stamps %globaltimer and clock64 at points 0-10; the
+// library never defines it).
+#ifdef TOPK_CSM_TRACE
+__device__ unsigned long long csm_trace[64 * 16 * 16 * 2];
+#define CSM_T(i)                                                           \
+  do {                                                                     \
+    if (threadIdx.x == 0 && blockIdx.y < 64) {                             \
+      unsigned long long t_;                                               \
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));               \
+      const unsigned o_ = ((blockIdx.y * 16 + blockIdx.x) * 16 + (i)) * 2; \
+      csm_trace[o_] = t_;                                                  \
+      csm_trace[o_ + 1] = (unsigned long long)clock64();                   \
+    }                                                                      \
+  } while (0)
+#else
+#define CSM_T(i)
+#endif
 
 #ifndef TOPK_CSM_PIECES
 #define TOPK_CSM_PIECES 8
@@ -1386,10 +1403,15 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 #ifndef TOPK_CSM_PIECE_PACKS
 #define TOPK_CSM_PIECE_PACKS 1024
 #endif
-// sm_90: a block's packs arrive by bulk copies (TMA), completion counted by
-// an mbarrier a piece; before, by cp.async.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(TOPK_CSM_NO_BULK)
+// topk_csm is sm_90 code (clusters, mbarriers, st.async). A block's packs
+// arrive by bulk copies (TMA), completion counted by an mbarrier a piece
+// (TOPK_CSM_NO_BULK, an experiment switch: by cp.async).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#ifndef TOPK_CSM_NO_BULK
 #define TOPK_CSM_BULK 1
+#else
+#define TOPK_CSM_BULK 0
+#endif
 CSM_DEVICE unsigned csm_smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 CSM_DEVICE void csm_mbar_init(u64* m) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(csm_smem_addr(m)) : "memory");
@@ -1438,28 +1460,80 @@ template <int CS> CSM_DEVICE void csm_sync() {
   }
 }
 
+// Distributed shared memory by st.async: the value lands in block `rank`'s
+// shared memory (address `raddr` from mapa) and counts its bytes on that
+// block's mbarrier (`rmbar`), whose waiters then see it. No fence and no
+// cluster barrier: cluster_sync's release / acquire costs a GPU-scope
+// MEMBAR (about 900 cycles a barrier on H100, tools/csm_trace.py).
+CSM_DEVICE void csm_st_async(unsigned raddr, u64 v, unsigned rmbar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b64 [%0], %1, [%2];" ::"r"(raddr), "l"(v),
+               "r"(rmbar)
+               : "memory");
+}
+CSM_DEVICE void csm_st_async(unsigned raddr, unsigned v, unsigned rmbar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(raddr), "r"(v),
+               "r"(rmbar)
+               : "memory");
+}
+CSM_DEVICE void csm_st_async(unsigned raddr, MD<float> v, unsigned rmbar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(raddr),
+               "f"(v.m), "f"(v.d), "r"(rmbar)
+               : "memory");
+}
+// Waits for phase 0 of a local mbarrier fed by st.async from the cluster.
+CSM_DEVICE void csm_mbar_wait_cluster(u64* m) {
+  asm volatile(
+      "{\n\t.reg .pred P1;\n\tLAB_WAITC:\n\t"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P1, [%0], 0;\n\t"
+      "@P1 bra DONEC;\n\tbra LAB_WAITC;\n\tDONEC:\n\t}" ::"r"((unsigned)__cvta_generic_to_shared(m))
+      : "memory");
+}
+
 // Counts this block's staged elements whose keys are not worse than tau in
-// *lcnt (shared, zeroed by the caller) and writes the first `cap` of them to
-// dst[0, cap) (block 0's shared memory; nothing when cap is 0).
-template <typename T, int PACK>
+// *lcnt (shared, zeroed by the caller) and writes the first `cap` of them:
+// ASYNC, by st.async at shared::cluster address dst_sc (8 bytes apart, each
+// counted on the mbarrier at mb_sc); else to dst (nothing when cap is 0).
+// Four packs a thread are loaded at once, and a pack whose largest value is
+// below tau's costs one comparison.
+template <typename T, int PACK, bool ASYNC>
 CSM_DEVICE void csm_filter(const Pack<T, PACK>* chunk, int nb, i64 c00, i64 L, u64 tau, unsigned* lcnt,
-                           u64* dst, unsigned cap) {
+                           u64* dst, unsigned dst_sc, unsigned mb_sc, unsigned cap) {
   typedef Cand<float> CT;
+  constexpr int U = 4;
   const bool tv = CT::hi(tau) != 0u;  // tau is a value (else: NaN key or empty, test every key)
   const float tf = tv ? CT::prefilter_value(CT::hi(tau)) : 0.0f;
-  for (int q = threadIdx.x; q < nb; q += blockDim.x) {
-    const Pack<T, PACK> pk = chunk[q];
-    const i64 c0 = c00 + (i64)q * PACK;
+  const int bd = blockDim.x;
+  for (int q0 = threadIdx.x; q0 < nb; q0 += U * bd) {
+    Pack<T, PACK> pk[U];
 #pragma unroll
-    for (int e = 0; e < PACK; ++e) {
-      const float v = to_compute<float>(pk.v[e]);
-      if (!tv || v >= tf) {
-        const i64 col = c0 + e;
-        if (col >= 0 && col < L) {
-          const u64 c = CT::make(v, col);
-          if (!CT::better(tau, c)) {
-            const unsigned pos = atomicAdd(lcnt, 1u);
-            if (pos < cap) dst[pos] = c;
+    for (int u = 0; u < U; ++u)
+      if (q0 + u * bd < nb) pk[u] = chunk[q0 + u * bd];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int q = q0 + u * bd;
+      if (q >= nb) break;
+      float mx = to_compute<float>(pk[u].v[0]);
+#pragma unroll
+      for (int e = 1; e < PACK; ++e) mx = fmaxf(mx, to_compute<float>(pk[u].v[e]));
+      if (tv && !(mx >= tf)) continue;  // NaN is ignored by fmaxf and below every value key
+      const i64 c0 = c00 + (i64)q * PACK;
+#pragma unroll
+      for (int e = 0; e < PACK; ++e) {
+        const float v = to_compute<float>(pk[u].v[e]);
+        if (!tv || v >= tf) {
+          const i64 col = c0 + e;
+          if (col >= 0 && col < L) {
+            const u64 c = CT::make(v, col);
+            if (!CT::better(tau, c)) {
+const unsigned pos = atomicAdd(lcnt, 1u);
+              if (pos < cap) {
+                if constexpr (ASYNC) {
+                  csm_st_async(dst_sc + 8u * pos, c, mb_sc);
+                } else {
+                  dst[pos] = c;
+                }
+              }
+            }
           }
         }
       }
@@ -1467,10 +1541,27 @@ CSM_DEVICE void csm_filter(const Pack<T, PACK>* chunk, int nb, i64 c00, i64 L, u
   }
 }
 
-// Writes v to element i of array `a` (shared memory) in every block of the cluster.
-template <int CS, typename P> CSM_DEVICE void csm_put_all(P* a, int i, P v) {
+// Writes v to element i of array `a` (shared memory) in every block of the
+// cluster by st.async, counted on each block's mbarrier `mb` (CS = 1: a plain
+// store, published by the block barrier of csm_xwait; shared::cluster
+// accesses need a cluster of two blocks or more).
+template <int CS, typename P> CSM_DEVICE void csm_put_all(P* a, int i, P v, u64* mb) {
+  if constexpr (CS > 1) {
 #pragma unroll
-  for (int j = 0; j < CS; ++j) csm_rank<CS>(a, (unsigned)j)[i] = v;
+    for (int j = 0; j < CS; ++j)
+      csm_st_async(cluster_map_shared(a + i, (unsigned)j), v, cluster_map_shared(mb, (unsigned)j));
+  } else {
+    a[i] = v;
+  }
+}
+// Waits for the bytes st.async sent to this block on mbarrier m (CS = 1: a
+// block barrier).
+template <int CS> CSM_DEVICE void csm_xwait(u64* m) {
+  if constexpr (CS > 1) {
+    csm_mbar_wait_cluster(m);
+  } else {
+    __syncthreads();
+  }
 }
 
 template <typename T, int CS>
@@ -1487,18 +1578,21 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   typedef Pack<T, PACK> PK;
   extern __shared__ __align__(16) unsigned char topk_smem[];
   PK* chunk = reinterpret_cast<PK*>(topk_smem);
-  __shared__ K gkey[G];               // the row's group maxima (every block)
+  __shared__ __align__(16) K gkey[G];  // the row's group maxima (every block)
   __shared__ K cand[TOPK_CSM_CAP];    // block 0: candidates, SLOT a block
   __shared__ K cand2[TOPK_CSM_CAP];   // block 0: candidates, contiguous
-  __shared__ MD<C> mdp[CS];           // block 0: the blocks' (m, d)
+  __shared__ __align__(8) MD<C> mdp[CS];  // block 0: the blocks' (m, d) (st.async v2: 8-byte aligned)
   __shared__ unsigned cnts[2][CS];    // every block: the blocks' candidate counts (pass 1, radix pass)
   __shared__ MD<C> red_md[32];
   __shared__ unsigned hist[256];
   __shared__ unsigned ghist[8][256];  // block 0: radix histograms by round
   __shared__ unsigned s_cnt[3];       // this block's counts (pass 1, radix count, radix write)
-  __shared__ K s_tau;
+  __shared__ unsigned s_tau_hi;
   __shared__ int s_dig;
   __shared__ unsigned s_above;
+  // exchange mbarriers, fed by st.async: 0 group maxima (+ block 0: the
+  // (m, d) partials), 1 counts, 2 block 0: the candidates in its slots
+  __shared__ __align__(8) u64 xmb[3];
 
   const unsigned b = blockIdx.x;  // the cluster spans grid.x: b is the block's rank
   const i64 r = blockIdx.y;
@@ -1510,24 +1604,21 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   const int nb = (int)max((i64)0, min(np - p0, ppb));
   const i64 c00 = p0 * PACK - mis;  // column of this block's first element
 
-  // every block of the cluster must have started before any writes to its
-  // shared memory: arrive now, wait before the first remote write
-  if constexpr (CS > 1) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-  TOPK_CSM_STOP_EARLY(9, nb == 7);
-  if (b == 0)
-    for (int i = tid; i < 8 * 256; i += TOPK_CSM_THREADS) (&ghist[0][0])[i] = 0u;
-  if (tid < 3) s_cnt[tid] = 0u;
-  if (tid == 0) s_tau = CT::empty();
+  CSM_T(0);
   // ---- stage this block's packs: pieces of TOPK_CSM_PIECE_PACKS packs or more,
   // at most TOPK_CSM_PIECES, each scanned as it lands
   const int npc = max(1, min(TOPK_CSM_PIECES, nb / TOPK_CSM_PIECE_PACKS));
   const int pp = (nb + npc - 1) / npc;
 #if TOPK_CSM_BULK
+  // a thread a piece: its mbarrier, then at once its bulk copy (whole aligned
+  // packs); the barrier below publishes the mbarriers to the block
   __shared__ __align__(8) u64 mbar[TOPK_CSM_PIECES];
-  if (tid < npc) csm_mbar_init(mbar + tid);
-  csm_mbar_fence_init();
-  __syncthreads();
-  if (tid < npc) {  // one bulk copy a piece (whole aligned packs)
+  if (tid < npc) {
+    csm_mbar_init(mbar + tid);
+    csm_mbar_fence_init();
+  }
+  __syncwarp();  // (the inits run as one warp-uniform loop)
+  if (tid < npc) {
     const int qa = tid * pp, qb = min(nb, qa + pp);
     if (qb > qa) {
       const unsigned bytes = (unsigned)(qb - qa) * 16u;
@@ -1537,7 +1628,23 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
       csm_mbar_arrive(mbar + tid);
     }
   }
-#else
+#endif
+  if (CS > 1 && tid == 32) {  // the exchanges' bytes: G keys (+ CS partials), CS counts; block 0's slots later
+    for (int i = 0; i < 3; ++i) csm_mbar_init(xmb + i);
+    csm_mbar_expect(xmb, (unsigned)(G * sizeof(K) + (b == 0 ? CS * sizeof(MD<C>) : 0)));
+    csm_mbar_expect(xmb + 1, (unsigned)(CS * sizeof(unsigned)));
+    csm_mbar_fence_init();
+  }
+  __syncthreads();
+  // every block of the cluster must have started (and initialised its
+  // mbarriers) before any writes to its shared memory: arrive now, wait
+  // before the first remote write
+  if constexpr (CS > 1) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  TOPK_CSM_STOP_AT(9, nb == 7);
+  if (tid < 3) s_cnt[tid] = 0u;
+  if (tid == 0) s_tau_hi = 0xffffffffu;
+  CSM_T(1);
+#if !TOPK_CSM_BULK
   for (int q = tid; q < nb; q += TOPK_CSM_THREADS) cp_async16(chunk + q, row + (c00 + (i64)q * PACK));
   cp_async_commit();
   cp_async_wait<0>();
@@ -1547,7 +1654,7 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 #if TOPK_CSM_BULK
   if (TOPK_CSM_STOP == 10) {
     for (int pc = 0; pc < npc; ++pc) csm_mbar_wait(mbar + pc, 0u);
-    TOPK_CSM_STOP_EARLY(10, to_compute<C>(chunk[tid % max(nb, 1)].v[0]) == C(-7));
+    TOPK_CSM_STOP_AT(10, to_compute<C>(chunk[tid % max(nb, 1)].v[0]) == C(-7));
   }
 #endif
   // ---- 1. (m, d) and group maxima -------------------------------------------
@@ -1596,6 +1703,7 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
       }
     }
   }
+  CSM_T(2);
 #pragma unroll
   for (int o = GL / 2; o > 0; o >>= 1) {
     const K t = CT::shfl_xor(best, o);
@@ -1603,11 +1711,25 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   }
   // every block gets the row's group maxima; block 0 the (m, d) partials
   if constexpr (CS > 1) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-  if (tid % GL == 0) csm_put_all<CS>(gkey, (int)(b * GB + tid / GL), best);
-  md = topk_block_md<C>(md, red_md);
-  if (tid == 0) csm_rank<CS>(mdp, 0u)[b] = md;
-  csm_sync<CS>();
-  TOPK_CSM_STOP_AT(1, CT::hi(best) == 7u || md.d == C(-7));
+  CSM_T(3);
+  if (tid % GL == 0) csm_put_all<CS>(gkey, (int)(b * GB + tid / GL), best, xmb);
+  md = warp_allreduce_md<C, 32>(md);
+  if (lane == 0) red_md[tid >> 5] = md;
+  __syncthreads();
+  if (tid < 32) {  // warp 0: the block's (m, d) to block 0
+    md = lane < TOPK_CSM_THREADS / 32 ? red_md[lane] : md_identity<C>();
+    md = warp_allreduce_md<C, TOPK_CSM_THREADS / 32>(md);
+    if (tid == 0) {
+      if constexpr (CS > 1) {
+        csm_st_async(cluster_map_shared(mdp + b, 0u), md, cluster_map_shared(xmb, 0u));
+      } else {
+        mdp[0] = md;
+      }
+    }
+  }
+  CSM_T(4);
+  csm_xwait<CS>(xmb);  // every block's maxima here (block 0: and partials)
+  CSM_T(5);
   if (k == 1) {  // the row's best is the best group maximum
     if (b != 0) return;
     if (tid < 32) {
@@ -1630,31 +1752,53 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
         topk_store<C>(vals, r, log ? (xv - md.m) - sc : Num<C>::exp(xv - md.m) * sc, out_code);
       }
     }
+    CSM_T(10);
     return;
   }
 
-  // ---- 2. tau: the k-th best group maximum -----------------------------------
-  // (4 threads a key, 32 comparisons each, staggered so the 4 read distinct banks)
+  // ---- 2. tau: the k-th largest group-maximum value -------------------------
+  // = the smallest value word with fewer than k maxima above it (4 threads a
+  // key, 32 comparisons of value words each, the keys read in pairs, staggered
+  // so the 4 parts read distinct banks; a warp minimum, then one shared
+  // atomic a warp). tau = (value word, 0) takes every key of that value.
   {
     const int kid = tid >> 2, part = tid & 3;
-    const K c = gkey[kid];
-    int rank = 0;
-#pragma unroll 8
-    for (int j = 0; j < 32; ++j) rank += CT::better(gkey[part * 32 + ((j + 4 * part) & 31)], c) ? 1 : 0;
-    rank += __shfl_xor_sync(0xffffffffu, rank, 1);
-    rank += __shfl_xor_sync(0xffffffffu, rank, 2);
-    if (part == 0 && rank == k - 1 && !CT::same(c, CT::empty())) s_tau = c;
+    const unsigned ch = CT::hi(gkey[kid]);
+    const ulonglong2* g2 = reinterpret_cast<const ulonglong2*>(gkey) + part * 16;
+    int gt = 0;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const ulonglong2 w = g2[(i + 2 * part) & 15];
+      gt += (unsigned)(w.x >> 32) > ch ? 1 : 0;
+      gt += (unsigned)(w.y >> 32) > ch ? 1 : 0;
+    }
+    gt += __shfl_xor_sync(0xffffffffu, gt, 1);
+    gt += __shfl_xor_sync(0xffffffffu, gt, 2);
+    const unsigned cand_hi = __reduce_min_sync(0xffffffffu, (part == 0 && gt < k) ? ch : 0xffffffffu);
+    if (lane == 0 && cand_hi != 0xffffffffu) atomicMin(&s_tau_hi, cand_hi);
   }
   __syncthreads();
-  K tau = s_tau;
-  TOPK_CSM_STOP_AT(2, CT::hi(tau) == 7u);
+  CSM_T(6);
+  K tau = (K)s_tau_hi << 32;
 
   // ---- 3. candidates into block 0's slots; every block gets every count ------
-  csm_filter<T, PACK>(chunk, nb, c00, L, tau, s_cnt, csm_rank<CS>(cand, 0u) + b * SLOT, SLOT);
+  if constexpr (CS > 1) {
+    csm_filter<T, PACK, true>(chunk, nb, c00, L, tau, s_cnt, nullptr, cluster_map_shared(cand + b * SLOT, 0u),
+                              cluster_map_shared(xmb + 2, 0u), SLOT);
+  } else {
+    csm_filter<T, PACK, false>(chunk, nb, c00, L, tau, s_cnt, cand, 0u, 0u, SLOT);
+  }
   __syncthreads();
-  TOPK_CSM_STOP_AT(21, s_cnt[0] == 7u);
-  if (tid == 0) csm_put_all<CS>(&cnts[0][0], (int)b, s_cnt[0]);
-  csm_sync<CS>();
+  CSM_T(7);
+  if (tid == 0) csm_put_all<CS>(&cnts[0][0], (int)b, s_cnt[0], xmb + 1);
+  if (b == 0) {  // block 0, while the counts arrive: the row's (m, d) (partials here since the first exchange)
+    md = lane < CS ? mdp[lane] : md_identity<C>();  // every warp, by shuffles
+    md = warp_allreduce_md<C, CS>(md);
+    md.m = __shfl_sync(0xffffffffu, md.m, 0);
+    md.d = __shfl_sync(0xffffffffu, md.d, 0);
+  }
+  csm_xwait<CS>(xmb + 1);  // every block's count here
+  CSM_T(8);
   unsigned n = 0u;
   bool over = false;
 #pragma unroll
@@ -1662,10 +1806,12 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
     n += cnts[0][j];
     over = over || cnts[0][j] > (unsigned)SLOT;
   }
-  TOPK_CSM_STOP_AT(3, n == 7u);
 
   if (over || n > TOPK_CSM_CAP) {
     // ---- 4b. radix selection of a tighter tau --------------------------------
+    if (b == 0)
+      for (int i = tid; i < 8 * 256; i += TOPK_CSM_THREADS) (&ghist[0][0])[i] = 0u;
+    csm_sync<CS>();  // block 0's histograms zeroed before anyone adds
     K prefix = 0ull, pmask = 0ull;
     unsigned above = 0u;  // keys better than every key with this prefix
     for (int rd = 0; rd < 8; ++rd) {
@@ -1735,9 +1881,10 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
     // keys >= prefix: between k and TOPK_CSM_CAP of them; count, exchange
     // counts, then write each block's at its offset of cand2
     tau = prefix;
-    csm_filter<T, PACK>(chunk, nb, c00, L, tau, s_cnt + 1, nullptr, 0u);
+    csm_filter<T, PACK, false>(chunk, nb, c00, L, tau, s_cnt + 1, nullptr, 0u, 0u, 0u);
     __syncthreads();
-    if (tid == 0) csm_put_all<CS>(&cnts[1][0], (int)b, s_cnt[1]);
+    if (tid == 0)
+      for (int j = 0; j < CS; ++j) csm_rank<CS>(&cnts[1][0], (unsigned)j)[b] = s_cnt[1];
     csm_sync<CS>();
     unsigned off = 0u;
     n = 0u;
@@ -1746,10 +1893,20 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
       off += j < (int)b ? cnts[1][j] : 0u;
       n += cnts[1][j];
     }
-    csm_filter<T, PACK>(chunk, nb, c00, L, tau, s_cnt + 2, csm_rank<CS>(cand2, 0u) + off, cnts[1][b]);
+    csm_filter<T, PACK, false>(chunk, nb, c00, L, tau, s_cnt + 2, csm_rank<CS>(cand2, 0u) + off, 0u, 0u,
+                               cnts[1][b]);
     csm_sync<CS>();
   }
   if (b != 0) return;
+  // ---- 4. block 0: output position = rank among the candidates --------------
+  if (tid == 0) {  // the slot writes' bytes, known now; wait for them in every case
+    unsigned bytes = 0u;
+#pragma unroll
+    for (int j = 0; j < CS; ++j) bytes += (unsigned)sizeof(K) * min(cnts[0][j], (unsigned)SLOT);
+    if (CS > 1) csm_mbar_expect(xmb + 2, bytes);
+  }
+  csm_xwait<CS>(xmb + 2);
+  CSM_T(9);
   if (!(over || n > TOPK_CSM_CAP)) {  // block 0: the slots' candidates made contiguous
     for (int i = tid; i < CS * SLOT; i += TOPK_CSM_THREADS) {
       const int bb = i / SLOT, j = i - bb * SLOT;
@@ -1762,10 +1919,6 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
     __syncthreads();
   }
 
-  // ---- 4. block 0: output position = rank among the candidates ---------------
-  md = mdp[0];
-#pragma unroll
-  for (int j = 1; j < CS; ++j) md = md_merge(md, mdp[j]);
   const C sc = log ? Num<C>::log(md.d) : Num<C>::rcp(md.d);
   // tpc threads a candidate (n <= TOPK_CSM_CAP <= TOPK_CSM_THREADS: one pass)
   int tpc = 1;
@@ -1784,6 +1937,10 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
     const C y = log ? (xv - md.m) - sc : Num<C>::exp(xv - md.m) * sc;
     topk_store<C>(vals, r * k + rank, y, out_code);
   }
+#ifdef TOPK_CSM_TRACE
+  __syncthreads();
+#endif
+  CSM_T(10);
 }
 
 // ----------------------------------------------------------------------------

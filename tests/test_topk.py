@@ -215,8 +215,8 @@ def test_seg_grid_one_wave(dev):
 def test_csm_plan(dev):
     """csm (a cluster holds each row on chip): sm_90 only, float compute,
     online, k <= TOPK_CSM_KP_MAX, rows of TOPK_CSM_MIN_ROW_BYTES and more
-    (longer than TOPK_CSM_ALL_K_ROW_BYTES only from TOPK_CSM_LONG_MIN_K, for
-    a single row of TOPK_CSM_ONE_ROW_MIN_ELEMS or more, or from
+    (longer than TOPK_CSM_ALL_K_ROW_BYTES only from TOPK_CSM_LONG_MIN_K, from
+    TOPK_CSM_MID_MIN_K for TOPK_CSM_MID_ROWS .. SMs / 16 rows, or from
     TOPK_CSM_MANY_ROWS rows),
     the largest cluster with rows x cluster <= SMs whose blocks hold
     TOPK_CSM_MIN_PACKS .. TOPK_CSM_MAX_BYTES of the row."""
@@ -226,13 +226,14 @@ def test_csm_plan(dev):
         isz = np_dtype(dt).itemsize
         pack = 16 // isz
         for out in ("float32", "float64"):
-            for rows in (1, 2, 8, 16, 17, 33, 63, 64, 66, 67, 128, 132, 133):
+            mid = D.TOPK_CSM_MID_ROWS
+            for rows in (1, 2, mid - 1, mid, dev.sm_count // 16, dev.sm_count // 16 + 1, 16, 17, 33, 63, 64, 66, 67,
+                         128, 132, 133):
                 for nbytes in (D.TOPK_CSM_MIN_ROW_BYTES - 16, D.TOPK_CSM_MIN_ROW_BYTES, D.TOPK_CSM_ALL_K_ROW_BYTES,
-                               D.TOPK_CSM_ALL_K_ROW_BYTES + 16, 2 ** 20, 2 ** 22, None, 0):
-                    L = nbytes // isz if nbytes is not None else D.TOPK_CSM_ONE_ROW_MIN_ELEMS
-                    L = L if nbytes != 0 else D.TOPK_CSM_ONE_ROW_MIN_ELEMS - 1
-                    for k in (1, 17, D.TOPK_CSM_LONG_MIN_K - 1, D.TOPK_CSM_LONG_MIN_K, D.TOPK_CSM_KP_MAX,
-                              D.TOPK_CSM_KP_MAX + 1):
+                               D.TOPK_CSM_ALL_K_ROW_BYTES + 16, 2 ** 20, 2 ** 22):
+                    L = nbytes // isz
+                    for k in (1, D.TOPK_CSM_MID_MIN_K - 1, D.TOPK_CSM_MID_MIN_K, 17, D.TOPK_CSM_LONG_MIN_K - 1,
+                              D.TOPK_CSM_LONG_MIN_K, D.TOPK_CSM_KP_MAX, D.TOPK_CSM_KP_MAX + 1):
                         for algo in ("auto", "online", "safe", "unfused"):
                             p = D.plan_topk(rows, L, k, dt, out, dev, algo)
                             packs = -(-(L + pack - 1) // pack)
@@ -243,8 +244,8 @@ def test_csm_plan(dev):
                                     and out != "float64" and k <= D.TOPK_CSM_KP_MAX
                                     and L * isz >= D.TOPK_CSM_MIN_ROW_BYTES
                                     and (L * isz <= D.TOPK_CSM_ALL_K_ROW_BYTES or rows >= D.TOPK_CSM_MANY_ROWS
-                                         or (k >= D.TOPK_CSM_LONG_MIN_K
-                                             and (rows > 1 or L >= D.TOPK_CSM_ONE_ROW_MIN_ELEMS)))
+                                         or k >= D.TOPK_CSM_LONG_MIN_K
+                                         or (k >= D.TOPK_CSM_MID_MIN_K and mid <= rows <= dev.sm_count // 16))
                                     and bool(fits))
                             assert (p.regime == "csm") == want, (dt, out, rows, L, k, algo, p.regime)
                             if want:
