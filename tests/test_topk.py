@@ -502,7 +502,7 @@ def test_csm_regime(dtype):
         pytest.skip("the csm regime is sm_90 only")
     rng = np.random.default_rng(12)
     isz = np_dtype(dtype).itemsize
-    L = _dispatch.TOPK_CSM_ALL_K_ROW_BYTES // 4  # 128 KiB rows in float32, 64 KiB in 16-bit
+    L = 32768  # 128 KiB rows in float32 (a cluster size 1 block holds one), 64 KiB in 16-bit
     base = rng.standard_normal(L) * 3
     plateau = base.copy()
     plateau[rng.choice(L, 2400, replace=False)] = 100.0  # hundreds of tied maxima
@@ -532,6 +532,14 @@ def test_csm_regime(dtype):
     assert _dispatch.plan_topk(2, L2, _dispatch.TOPK_CSM_LONG_MIN_K - 1, dtype, dtype, dev).regime != "csm"
     check(x3[:, 1:], _dispatch.TOPK_CSM_LONG_MIN_K)
     check(x3[:, :L2], 64, log=True)
+    # ... and from TOPK_CSM_MID_MIN_K on TOPK_CSM_MID_ROWS rows (clusters of 8 on at most half the SMs)
+    R = _dispatch.TOPK_CSM_MID_ROWS
+    if R * 16 <= dev.sm_count:
+        x4 = to_gpu(make_data(rng, (R, L2), "normal"), dtype)
+        assert _dispatch.plan_topk(R, L2, _dispatch.TOPK_CSM_MID_MIN_K, dtype, dtype, dev).regime == "csm"
+        assert _dispatch.plan_topk(R, L2, _dispatch.TOPK_CSM_MID_MIN_K - 1, dtype, dtype, dev).regime != "csm"
+        check(x4, _dispatch.TOPK_CSM_MID_MIN_K)
+        check(x4, 17, log=True)
 
 
 @pytest.mark.gpu
