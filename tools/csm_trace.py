@@ -76,12 +76,13 @@ def trace(R, L, k, CS, dt="float32", reps=15, warm_code=False, opts=()):
         st = cp.asnumpy(tr[0, 0, :, 0]).astype(np.int64)
         seq = [p for p in ORDER if st[p] > 0]
         cyc.append({(a, b): ck[b] - ck[a] for a, b in zip(seq, seq[1:])})
-    med = np.nanmedian(np.array(pts), axis=0)
+    with np.errstate(all="ignore"):
+        med = np.nanmedian(np.array(pts), axis=0)
     keys = cyc[0].keys()
-    print("   block 0 cycles: " + " ".join(f"{a}->{b}:{int(np.median([c[(a, b)] for c in cyc if (a, b) in c]))}"
-                                         for a, b in keys), flush=True)
     print(f"{dt:9} {R:>3}x{L:<7} k={k:<3} cs{CS}{' code warm' if warm_code else ''}{' '.join(opts)}: events {base:6.2f} | " +
           " ".join(f"{p}:{med[p]:5.2f}" for p in ORDER if not np.isnan(med[p])), flush=True)
+    print("   block 0 cycles: " + " ".join(f"{a}->{b}:{int(np.median([c[(a, b)] for c in cyc if (a, b) in c]))}"
+                                         for a, b in keys), flush=True)
 
 
 if __name__ == "__main__":
