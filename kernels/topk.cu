@@ -1525,7 +1525,7 @@ CSM_DEVICE void csm_filter(const Pack<T, PACK>* chunk, int nb, i64 c00, i64 L, u
           if (col >= 0 && col < L) {
             const u64 c = CT::make(v, col);
             if (!CT::better(tau, c)) {
-const unsigned pos = atomicAdd(lcnt, 1u);
+              const unsigned pos = atomicAdd(lcnt, 1u);
               if (pos < cap) {
                 if constexpr (ASYNC) {
                   csm_st_async(dst_sc + 8u * pos, c, mb_sc);

@@ -6,6 +6,7 @@ close to, not byte-equal with, what the library loads.
 import os, re, subprocess, sys, tempfile
 from cupy_backends.cuda.libs import nvrtc
 from cusoftmax._loader import COMPILE_OPTIONS, expanded_source
+import triton  # only for its bundled ptxas / nvdisasm (the library never imports it)
 
 src, name, arch = sys.argv[1:4]
 prog = nvrtc.createProgram(expanded_source(src), src, [], [])
@@ -14,7 +15,6 @@ nvrtc.compileProgram(prog, list(COMPILE_OPTIONS) + [f"-arch=compute_{arch[3:]}"]
 ptx = nvrtc.getPTX(prog)
 ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
 ptx = ptx.rstrip("\x00")
-import triton
 bind = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin")
 with tempfile.TemporaryDirectory() as d:
     for ver in ("8.8", "8.7", "8.6", "8.5", "8.4"):
@@ -25,5 +25,5 @@ with tempfile.TemporaryDirectory() as d:
         if r.returncode == 0:
             break
     print(r.stderr, file=sys.stderr)
-    out = subprocess.run([f"{bind}/nvdisasm", "-c", "-hex" if False else "-c", f"{d}/k.cubin"], capture_output=True, text=True)
+    out = subprocess.run([f"{bind}/nvdisasm", "-c", f"{d}/k.cubin"], capture_output=True, text=True)
 print(out.stdout or out.stderr)
