@@ -1339,14 +1339,18 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 //      candidate. The maxima go to every block and the partials to block 0.
 //      k = 1: block 0 takes the best group maximum and is done.
 //   2. Every block takes tau = (v, 0), v the k-th largest value among the
-//      row's TOPK_CSM_GROUPS group maxima (ranks by counting value words).
+//      row's TOPK_CSM_GROUPS group maxima (ranks by counting value words:
+//      for k > 1 only those are exchanged, 4 bytes a group).
 //      At least k distinct elements have values >= v, so the row's top k are
 //      not worse than tau.
 //   3. Every block writes its elements not worse than tau to its SLOT =
 //      TOPK_CSM_CAP / CS slots in block 0 and its count to every block.
 //   4. Every count within its slots (typical rows: a little over k in all):
 //      block 0 makes the slots contiguous, ranks the candidates by counting
-//      and writes the results. Otherwise (rows of ties, sorted rows: the
+//      and writes the results (up to 96 candidates: 1-4 warps, each taking
+//      candidates lane, lane + 32, .. and counting the better ones in its
+//      share of the list; this runs once, so it is kept to few
+//      instructions). Otherwise (rows of ties, sorted rows: the
 //      maxima's groups hold many candidates) the cluster finds a tighter
 //      tau by radix selection over the 64-bit keys of its staged elements
 //      (8-bit digits, a histogram a round summed in block 0, stopping once at
@@ -1393,12 +1397,31 @@ __device__ unsigned long long csm_trace[64 * 16 * 16 * 2];
       csm_trace[o_ + 1] = (unsigned long long)clock64();                   \
     }                                                                      \
   } while (0)
+// CSM_TV(i, v): a value instead of a time at point i (thread 0 of the block).
+#define CSM_TV(i, v)                                                              \
+  do {                                                                            \
+    if (threadIdx.x == 0 && blockIdx.y < 64)                                      \
+      csm_trace[((blockIdx.y * 16 + blockIdx.x) * 16 + (i)) * 2] = (unsigned long long)(v); \
+  } while (0)
 #else
 #define CSM_T(i)
+#define CSM_TV(i, v)
 #endif
 
 #ifndef TOPK_CSM_PIECES
 #define TOPK_CSM_PIECES 8
+#endif
+// Block 0's final ranking: up to 32 x TOPK_CSM_FAST_PER_LANE candidates by
+// up to TOPK_CSM_FAST_WARPS warps (TOPK_CSM_FAST_RANK = 0, an experiment
+// switch: the general path of every warp).
+#ifndef TOPK_CSM_FAST_RANK
+#define TOPK_CSM_FAST_RANK 1
+#endif
+#ifndef TOPK_CSM_FAST_PER_LANE
+#define TOPK_CSM_FAST_PER_LANE 3
+#endif
+#ifndef TOPK_CSM_FAST_WARPS
+#define TOPK_CSM_FAST_WARPS 4
 #endif
 #ifndef TOPK_CSM_PIECE_PACKS
 #define TOPK_CSM_PIECE_PACKS 1024
@@ -1578,9 +1601,10 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   typedef Pack<T, PACK> PK;
   extern __shared__ __align__(16) unsigned char topk_smem[];
   PK* chunk = reinterpret_cast<PK*>(topk_smem);
-  __shared__ __align__(16) K gkey[G];  // the row's group maxima (every block)
+  __shared__ __align__(16) K gkey[G];  // the row's group maxima (every block; k = 1)
+  __shared__ __align__(16) unsigned gval[G];  // their value words (every block; k > 1)
   __shared__ K cand[TOPK_CSM_CAP];    // block 0: candidates, SLOT a block
-  __shared__ K cand2[TOPK_CSM_CAP];   // block 0: candidates, contiguous
+  __shared__ __align__(16) K cand2[TOPK_CSM_CAP];   // block 0: candidates, contiguous
   __shared__ __align__(8) MD<C> mdp[CS];  // block 0: the blocks' (m, d) (st.async v2: 8-byte aligned)
   __shared__ unsigned cnts[2][CS];    // every block: the blocks' candidate counts (pass 1, radix pass)
   __shared__ MD<C> red_md[32];
@@ -1593,6 +1617,7 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   // exchange mbarriers, fed by st.async: 0 group maxima (+ block 0: the
   // (m, d) partials), 1 counts, 2 block 0: the candidates in its slots
   __shared__ __align__(8) u64 xmb[3];
+  __shared__ int fast_rank[TOPK_CSM_FAST_WARPS > 1 ? TOPK_CSM_FAST_WARPS - 1 : 1][32 * TOPK_CSM_FAST_PER_LANE];  // block 0: ranks (warps 1..)
 
   const unsigned b = blockIdx.x;  // the cluster spans grid.x: b is the block's rank
   const i64 r = blockIdx.y;
@@ -1631,7 +1656,7 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 #endif
   if (CS > 1 && tid == 32) {  // the exchanges' bytes: G keys (+ CS partials), CS counts; block 0's slots later
     for (int i = 0; i < 3; ++i) csm_mbar_init(xmb + i);
-    csm_mbar_expect(xmb, (unsigned)(G * sizeof(K) + (b == 0 ? CS * sizeof(MD<C>) : 0)));
+    csm_mbar_expect(xmb, (unsigned)(G * (k == 1 ? sizeof(K) : sizeof(unsigned)) + (b == 0 ? CS * sizeof(MD<C>) : 0)));
     csm_mbar_expect(xmb + 1, (unsigned)(CS * sizeof(unsigned)));
     csm_mbar_fence_init();
   }
@@ -1712,7 +1737,13 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   // every block gets the row's group maxima; block 0 the (m, d) partials
   if constexpr (CS > 1) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
   CSM_T(3);
-  if (tid % GL == 0) csm_put_all<CS>(gkey, (int)(b * GB + tid / GL), best, xmb);
+  if (tid % GL == 0) {  // k = 1 needs the keys, tau only their value words
+    if (k == 1) {
+      csm_put_all<CS>(gkey, (int)(b * GB + tid / GL), best, xmb);
+    } else {
+      csm_put_all<CS>(gval, (int)(b * GB + tid / GL), CT::hi(best), xmb);
+    }
+  }
   md = warp_allreduce_md<C, 32>(md);
   if (lane == 0) red_md[tid >> 5] = md;
   __syncthreads();
@@ -1758,19 +1789,18 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 
   // ---- 2. tau: the k-th largest group-maximum value -------------------------
   // = the smallest value word with fewer than k maxima above it (4 threads a
-  // key, 32 comparisons of value words each, the keys read in pairs, staggered
+  // key, 32 comparisons of value words each, read four at a time, staggered
   // so the 4 parts read distinct banks; a warp minimum, then one shared
   // atomic a warp). tau = (value word, 0) takes every key of that value.
   {
     const int kid = tid >> 2, part = tid & 3;
-    const unsigned ch = CT::hi(gkey[kid]);
-    const ulonglong2* g2 = reinterpret_cast<const ulonglong2*>(gkey) + part * 16;
+    const unsigned ch = gval[kid];
+    const uint4* g4 = reinterpret_cast<const uint4*>(gval) + part * 8;
     int gt = 0;
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const ulonglong2 w = g2[(i + 2 * part) & 15];
-      gt += (unsigned)(w.x >> 32) > ch ? 1 : 0;
-      gt += (unsigned)(w.y >> 32) > ch ? 1 : 0;
+    for (int i = 0; i < 8; ++i) {
+      const uint4 w = g4[(i + 2 * part) & 7];
+      gt += (w.x > ch ? 1 : 0) + (w.y > ch ? 1 : 0) + (w.z > ch ? 1 : 0) + (w.w > ch ? 1 : 0);
     }
     gt += __shfl_xor_sync(0xffffffffu, gt, 1);
     gt += __shfl_xor_sync(0xffffffffu, gt, 2);
@@ -1907,6 +1937,80 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   }
   csm_xwait<CS>(xmb + 2);
   CSM_T(9);
+  if (TOPK_CSM_FAST_RANK && !(over || n > TOPK_CSM_CAP) && n <= 32u * TOPK_CSM_FAST_PER_LANE) {
+    // typical rows (a little over k candidates): nw <= TOPK_CSM_FAST_WARPS
+    // warps, in few instructions (this code runs once, cold). Lane l of each
+    // takes candidates l, l + 32, ... (block order through the slots); warp
+    // 0 copies them contiguous, padded to groups of 8; warp w counts the
+    // better ones in its share of the groups (broadcast loads); the shares
+    // meet in shared memory and warp 0 writes.
+    const int nn = (int)n, n8 = (nn + 7) & ~7, nch = n8 >> 3;
+    const int nw = min(TOPK_CSM_FAST_WARPS, nch), w = tid >> 5;
+    if (w >= nw) return;
+    const C sc = log ? Num<C>::log(md.d) : Num<C>::rcp(md.d);
+    K c[TOPK_CSM_FAST_PER_LANE];
+#pragma unroll
+    for (int u = 0; u < TOPK_CSM_FAST_PER_LANE; ++u) c[u] = CT::empty();
+    unsigned off = 0u;
+#pragma unroll
+    for (int j = 0; j < CS; ++j) {
+      const unsigned cj = cnts[0][j];
+#pragma unroll
+      for (int u = 0; u < TOPK_CSM_FAST_PER_LANE; ++u) {
+        const unsigned i = (unsigned)(lane + 32 * u) - off;
+        if (i < cj) c[u] = cand[j * SLOT + i];
+      }
+      off += cj;
+    }
+    if (w == 0) {
+#pragma unroll
+      for (int u = 0; u < TOPK_CSM_FAST_PER_LANE; ++u)
+        if (lane + 32 * u < n8) cand2[lane + 32 * u] = c[u];  // (empty keys better than none)
+    }
+    if (nw > 1) {
+      asm volatile("bar.sync 1, %0;" ::"r"(nw * 32) : "memory");
+    } else {
+      __syncwarp();
+    }
+    CSM_T(11);
+    int rank[TOPK_CSM_FAST_PER_LANE];
+#pragma unroll
+    for (int u = 0; u < TOPK_CSM_FAST_PER_LANE; ++u) rank[u] = 0;
+    const ulonglong2* c2 = reinterpret_cast<const ulonglong2*>(cand2);
+    for (int g = nch * w / nw; g < nch * (w + 1) / nw; ++g) {  // 8 keys: 4 broadcast loads, then compare
+      ulonglong2 o[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) o[t] = c2[4 * g + t];
+#pragma unroll
+      for (int t = 0; t < 4; ++t)
+#pragma unroll
+        for (int u = 0; u < TOPK_CSM_FAST_PER_LANE; ++u)
+          rank[u] += (CT::better(o[t].x, c[u]) ? 1 : 0) + (CT::better(o[t].y, c[u]) ? 1 : 0);
+    }
+    if (nw > 1) {
+      if (w > 0) {
+#pragma unroll
+        for (int u = 0; u < TOPK_CSM_FAST_PER_LANE; ++u) fast_rank[w - 1][lane + 32 * u] = rank[u];
+      }
+      asm volatile("bar.sync 1, %0;" ::"r"(nw * 32) : "memory");
+      if (w > 0) return;
+      for (int v = 1; v < nw; ++v)
+#pragma unroll
+        for (int u = 0; u < TOPK_CSM_FAST_PER_LANE; ++u) rank[u] += fast_rank[v - 1][lane + 32 * u];
+    }
+    CSM_T(12);
+    CSM_TV(13, n);
+#pragma unroll
+    for (int u = 0; u < TOPK_CSM_FAST_PER_LANE; ++u) {
+      if (lane + 32 * u < nn && rank[u] < k) {
+        idx[r * k + rank[u]] = CT::index(c[u]);
+        const C xv = CT::value(c[u]);
+        topk_store<C>(vals, r * k + rank[u], log ? (xv - md.m) - sc : Num<C>::exp(xv - md.m) * sc, out_code);
+      }
+    }
+    CSM_T(10);
+    return;
+  }
   if (!(over || n > TOPK_CSM_CAP)) {  // block 0: the slots' candidates made contiguous
     for (int i = tid; i < CS * SLOT; i += TOPK_CSM_THREADS) {
       const int bb = i / SLOT, j = i - bb * SLOT;

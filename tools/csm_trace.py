@@ -8,9 +8,10 @@ latest block relative to the earliest block start, median over the launches
 Points: 0 entry, 1 bulk copies issued, 2 thread 0's scan done, 3 start
 barrier waited, 4 group maxima and (m, d) sent, 5 exchange barrier; k > 1:
 6 tau, 7 candidates filtered into block 0's slots, 8 counts exchanged,
-9 before block 0's ranking; 10 end (block 0, after its writes).
+9 before block 0's ranking; 11, 12 block 0's fast ranking (candidates copied, ranks known;
+"n": their number); 10 end (block 0, after its writes).
 Also printed: block 0's clock64 cycles between consecutive points."""
-ORDER = tuple(range(11))
+ORDER = tuple(range(10)) + (11, 12, 10)  # 11, 12: block 0's fast ranking (copy done, ranks known)
 import sys
 
 import numpy as np
@@ -55,7 +56,7 @@ def trace(R, L, k, CS, dt="float32", reps=15, warm_code=False, opts=()):
     x2 = x.copy()
     args2 = (np.uint64(x2.data.ptr),) + args[1:]
     rows = min(R, 64)
-    pts, cyc = [], []
+    pts, cyc, ns = [], [], []
     for _ in range(reps):
         tr.fill(0)
         FLUSH.fill(1)
@@ -67,7 +68,8 @@ def trace(R, L, k, CS, dt="float32", reps=15, warm_code=False, opts=()):
         t = cp.asnumpy(tr[:rows, :CS, :, 0]).astype(np.int64)  # (rows, CS, point)
         t0 = t[:, :, 0].min()
         lat = []
-        for p in range(11):
+        ns.append(int(np.median(t[:, 0, 13])) if t[:, 0, 13].any() else -1)  # block 0's candidates (fast path)
+        for p in range(13):
             v = t[:, :, p]
             v = v[v > 0]
             lat.append((v.max() - t0) / 1e3 if v.size else np.nan)
@@ -80,7 +82,8 @@ def trace(R, L, k, CS, dt="float32", reps=15, warm_code=False, opts=()):
         med = np.nanmedian(np.array(pts), axis=0)
     keys = cyc[0].keys()
     print(f"{dt:9} {R:>3}x{L:<7} k={k:<3} cs{CS}{' code warm' if warm_code else ''}{' '.join(opts)}: events {base:6.2f} | " +
-          " ".join(f"{p}:{med[p]:5.2f}" for p in ORDER if not np.isnan(med[p])), flush=True)
+          " ".join(f"{p}:{med[p]:5.2f}" for p in ORDER if not np.isnan(med[p]))
+          + (f" | n {int(np.median(ns))}" if max(ns) >= 0 else ""), flush=True)
     print("   block 0 cycles: " + " ".join(f"{a}->{b}:{int(np.median([c[(a, b)] for c in cyc if (a, b) in c]))}"
                                          for a, b in keys), flush=True)
 

@@ -3,7 +3,7 @@ cluster sizes: results against the public call's without csm (indices equal, val
 1e-5 / 1e-2 relative, log values also absolute, NaN where it has NaN) on random, tied, sorted and
 special rows, aligned and misaligned; then times against the public call
 (CUDA events, L2 flushed, median of 30, us).
-    PYTHONPATH=.:tools:tests python tools/csm_try.py [check] [time] [phases] [variants] [ncu K]"""
+    PYTHONPATH=.:tools:tests python tools/csm_try.py [check] [time] [phases] [variants] [ab] [ncu K]"""
 import sys
 import time
 
@@ -20,10 +20,10 @@ from test_topk import make_data, to_gpu
 _mods = {}
 
 
-def fn_of(kernel, smem, stop=0, opts=()):
-    key = (kernel, stop, opts)
+def fn_of(kernel, smem, stop=0, opts=(), src="topk.cu"):
+    key = (kernel, stop, opts, src)
     if key not in _mods:
-        _mods[key] = cp.RawModule(code=expanded_source("topk.cu"),
+        _mods[key] = cp.RawModule(code=expanded_source(src),
                                   options=COMPILE_OPTIONS + (f"-DTOPK_CSM_STOP={stop}",) + opts,
                                   name_expressions=[kernel]).get_function(kernel)
     f = _mods[key]
@@ -32,7 +32,7 @@ def fn_of(kernel, smem, stop=0, opts=()):
     return f
 
 
-def launch(x2, k, CS, log=False, stop=0, opts=()):
+def launch(x2, k, CS, log=False, stop=0, opts=(), src="topk.cu"):
     """(launch closure, vals, idx) of topk_csm on the 2-D row view x2."""
     R, L = x2.shape
     isz = x2.dtype.itemsize
@@ -42,7 +42,7 @@ def launch(x2, k, CS, log=False, stop=0, opts=()):
     smem = ppb * 16
     dt = str(x2.dtype) if x2.dtype != cp.dtype("bfloat16") else "bfloat16"
     kern = f"topk_csm<{D.CTYPE[dt]}, {CS}>"
-    f = fn_of(kern, smem, stop, opts)
+    f = fn_of(kern, smem, stop, opts, src)
     vals = cp.empty((R, k), x2.dtype)
     idx = cp.empty((R, k), cp.int64)
     ptr = x2.data.ptr
@@ -189,6 +189,43 @@ def phases():
             print(line, flush=True)
 
 
+def ab():
+    """A/B of a topk_csm source edit: kernels/_old_topk.cu (the previous
+    commit's topk.cu, copied by hand, not committed) against the current
+    source and its compile-time variants, on the dispatcher's csm plans;
+    alternating, 3 rounds of a median of 30; results checked against the
+    dispatcher without csm"""
+    vs = [("old", (), "_old_topk.cu"), ("new", (), "topk.cu"),
+          ("new-w1", ("-DTOPK_CSM_FAST_WARPS=1",), "topk.cu"),
+          ("new-w2", ("-DTOPK_CSM_FAST_WARPS=2",), "topk.cu"),
+          ("new-norank", ("-DTOPK_CSM_FAST_RANK=0",), "topk.cu")]
+    for dt, R, L, k in (("float32", 1, 32768, 1), ("float32", 1, 32768, 5), ("float32", 1, 32768, 50),
+                        ("float32", 8, 32768, 5), ("float32", 8, 32768, 50), ("float32", 64, 32768, 5),
+                        ("float32", 64, 32768, 50), ("float32", 1, 128256, 50), ("float32", 8, 128256, 5),
+                        ("float32", 8, 128256, 50), ("float32", 1, 262144, 50), ("float32", 8, 262144, 5),
+                        ("bfloat16", 64, 128256, 5), ("bfloat16", 64, 128256, 50), ("bfloat16", 1, 32768, 50)):
+        x = cp.random.RandomState(R + L + k).standard_normal((R, L), dtype=cp.float32).astype(
+            cp.dtype("bfloat16") if dt == "bfloat16" else cp.float32)
+        ref = no_csm(lambda: cs.softmax_topk(x, k))
+        pl = D.plan_topk(R, L, k, dt, dt, device_info(0))
+        CS = pl.grid[0] if pl.regime == "csm" else 8
+        runs, ts = {}, {}
+        line = f"{dt:9} {R:>3}x{L:<7} k={k:<3} cs{CS} ({pl.regime}):"
+        for lab, o, src in vs:
+            run, v, i = launch(x, k, CS, opts=o, src=src)
+            run()
+            err = same(v, i, ref)
+            runs[lab] = run
+            ts[lab] = []
+            if err:
+                line += f" {lab} WRONG ({err[:80]})"
+        for _ in range(3):
+            for lab, _o, _s in vs:
+                ts[lab].append(timeit(runs[lab]))
+        line += " | " + " | ".join(f"{lab} {min(t):6.2f}" for lab, t in ts.items())
+        print(line, flush=True)
+
+
 def ncu_one(k):
     """three launches of 1 x 32768 float32 at cluster size 8, for a profiler:
     ncu --kernel-name regex:topk_csm --launch-skip 2 --launch-count 1 \
@@ -213,3 +250,5 @@ if __name__ == "__main__":
         ncu_one(int(what[what.index("ncu") + 1]))
     if "variants" in what:
         variants()
+    if "ab" in what:
+        ab()

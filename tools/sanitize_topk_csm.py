@@ -34,7 +34,7 @@ for cs in _dispatch.TOPK_CSM_CLUSTERS:
     for dt in (np.float32, ml_dtypes.bfloat16):
         xa = cp.asarray(a.astype(dt))
         for x in (xa[:, :L], xa[:, 1:]):
-            for k in (1, 50, 64):
+            for k in (1, 5, 50, 64):
                 p = _dispatch.plan_topk(R, L, k, x.dtype.name, x.dtype.name, dev)
                 assert p.kernel.startswith("topk_csm<") and p.grid == (cs, R), (cs, p.kernel, p.grid)
                 got = cusoftmax.softmax_topk(x, k, log=k == 64)
