@@ -263,6 +263,36 @@ COLS_SYNC_MINB = {4: 3, 16: 2}
 COLS_SYNC_MAX_SPLITS = 32
 COLS_SYNC_MAX_ROUNDS = 64
 COLS_SYNC_MAX_ROUNDS_16 = 4
+#: Strided axes in one launch without a grid barrier (softmax_cols_cl, sm_90):
+#: a thread-block cluster of COLS_CL_CLUSTERS blocks is one tile, each block
+#: holding NR packs a thread of its rows in registers, the blocks' per-column
+#: (max, sum) partials exchanged by st.async into each other's shared memory.
+#: Taken (same-dtype float16 / bfloat16 / float32, 16-byte packs) where it beat
+#: softmax_cols_sync on H100 (tools/cols_cl_try.py, kernels/cols_cl.txt, time
+#: against the same data contiguous): arrays of at most COLS_CL_MAX_BYTES
+#: (float32 (512, 512) 1.35x vs 1.77x, (200, 4096) 1.30x vs 1.71x; bfloat16
+#: (512, 512) 1.61x vs 2.21x, (1000, 1000) 1.65x vs 2.10x, (2048, 1024) 1.69x
+#: vs 2.35x), and 16-bit arrays whose tile fits a cluster of at most
+#: COLS_CL_16_MAX_CLUSTER blocks at NR = COLS_CL_16_NR (bfloat16 (512, 16384)
+#: 1.45x vs 1.54x, (64, 512, 256) 1.45x vs 1.57x). Larger arrays over bigger
+#: clusters lose (float32 (2048, 4096) 1.58x vs 1.20x: a cluster of 8 blocks
+#: of 1 per SM). NR: the smallest of COLS_CL_NR whose cluster has at most 4
+#: blocks, else at most 8; COLS_CL_MINB[NR] blocks an SM (register cap).
+COLS_CL_THREADS = 256
+COLS_CL_NR = (4, 8, 16)
+COLS_CL_MINB = {4: 3, 8: 2, 16: 1}
+COLS_CL_CLUSTERS = (1, 2, 4, 8)
+COLS_CL_MAX_BYTES = 4 << 20
+COLS_CL_16_NR = 8
+COLS_CL_16_MAX_CLUSTER = 2
+#: float16 up to COLS_CL_F16_MAX_BYTES at NR = COLS_CL_F16_NR: its sync kernel
+#: runs NR 4 only (NR 16 spills), in many rounds (H100: (1024, 8192) 1.57x vs
+#: 2.52x, (2048, 4096) 2.14x vs 2.78x, (4096, 2048) 2.35x vs 3.33x, (8, 4096,
+#: 256) 2.30x vs 3.33x; (4096, 8192), 64 MiB: 2.37x vs 1.85x split).
+COLS_CL_F16_MAX_BYTES = 32 << 20
+COLS_CL_F16_NR = 16
+COLS_CL_DTYPES = ("float16", "bfloat16", "float32")
+COLS_CL_MAX_TILES = 65535
 #: Grid-stride kernels launch at most this many blocks per SM.
 MAX_BLOCKS_PER_SM = 32
 #: Allowed "packs per thread" values (template instantiations): a need is
@@ -661,7 +691,7 @@ def cols_prefers_copy(plan: LaunchPlan, O: int, L: int, I: int, dev: DeviceInfo)
     """True when a cols plan streams the axis twice over fewer tiles than
     COLS_COPY_TILES_PER_SM x SMs: too few blocks to reach the memory system,
     so a transposing copy to rows (and back) is faster."""
-    if plan.pre_kernel or plan.sync:  # the axis itself is split over blocks
+    if plan.pre_kernel or plan.sync or "softmax_cols_cl" in plan.kernel:  # the axis split over blocks
         return False
     if "softmax_cols_staged" in plan.kernel:
         # one read, but fewer blocks than half the SMs cannot reach the memory system
@@ -819,13 +849,72 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
                       fallback=_plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec))
 
 
+def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None) -> Optional[LaunchPlan]:
+    """softmax_cols_cl: a cluster of 1-8 blocks a tile, rows in registers,
+    partials exchanged through distributed shared memory (sm_90, same-dtype
+    float16 / bfloat16 / float32 with 16-byte packs of x and y). ``nr``: packs
+    a thread (None: the smallest of COLS_CL_NR whose cluster has at most 4
+    blocks, else at most 8). None where it does not apply."""
+    if (dev.cc < 90 or in_dtype != out_dtype or in_dtype not in COLS_CL_DTYPES):
+        return None
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    v = VECTOR_BYTES // isz
+    if vec < v:
+        return None
+    w = max(v, min(COLS_SPLIT_SEGMENT // isz, _next_pow2(I), 32 * v))
+    tx = w // v
+    ny = COLS_CL_THREADS // tx
+    tiles = O * _cdiv(I, w)
+    if tiles > COLS_CL_MAX_TILES:  # grid.y
+        return None
+
+    def cluster(r):
+        need = _cdiv(L, ny * r)
+        return next((c for c in COLS_CL_CLUSTERS if c >= need), None)
+    if nr is None:
+        nr = next((r for r in COLS_CL_NR if (cluster(r) or 99) <= 4),
+                  next((r for r in COLS_CL_NR if cluster(r) is not None), None))
+        if nr is None:
+            return None
+    cl = cluster(nr)
+    if cl is None:
+        return None
+    T = CTYPE[in_dtype]
+    k = (f"softmax_cols_cl<{T}, {T}, {'true' if log else 'false'}, {v}, {COLS_CL_THREADS}, {nr}, {cl}, "
+         f"{COLS_CL_MINB[nr]}>")
+    return LaunchPlan("cols", "softmax.cu", k, (cl, tiles), (COLS_CL_THREADS,), 1, extra=(tx, cl, tiles, nr))
+
+
+def _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[LaunchPlan]:
+    """The softmax_cols_cl plan plan_cols takes, or None (the measured rule:
+    arrays of at most COLS_CL_MAX_BYTES, 16-bit tiles that fit a cluster of
+    at most COLS_CL_16_MAX_CLUSTER blocks at NR = COLS_CL_16_NR, float16
+    arrays of at most COLS_CL_F16_MAX_BYTES at NR = COLS_CL_F16_NR)."""
+    cl = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec)
+    if cl is None:
+        return None
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    if O * L * I * isz <= COLS_CL_MAX_BYTES:
+        return cl
+    if isz == 2:
+        c16 = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, COLS_CL_16_NR)
+        if c16 is not None and c16.extra[1] <= COLS_CL_16_MAX_CLUSTER:
+            return c16
+    if in_dtype == "float16" and O * L * I * isz <= COLS_CL_F16_MAX_BYTES:
+        return _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, COLS_CL_F16_NR)
+    return None
+
+
 def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
               dev: DeviceInfo, vec: int = 1) -> LaunchPlan:
     """Plan for the (O, L, I) layout, reduction along L, unit-stride I.
 
     ``vec`` is the widest vector (elements along I) the pointers, strides and
     I allow (a power of two; 1 always works). Axes up to COLS_REGS_MAX_L
-    take ``softmax_cols`` (in registers, one read); longer axes with 16-byte
+    take ``softmax_cols`` (in registers, one read); on sm_90, same-dtype
+    16-bit / float32 axes with 16-byte packs whose tile fits a cluster's
+    registers take ``softmax_cols_cl`` where measured faster (small arrays,
+    16-bit tiles over two blocks: ``_choose_cols_cl``); longer axes with 16-byte
     packs of x and float arithmetic, at least one sync block's rows long and
     split over at most COLS_SYNC_MAX_SPLITS blocks a tile, take
     ``softmax_cols_sync`` (one launch, one read); other longer float32 / float64
@@ -848,6 +937,9 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     threads = COLS_THREADS
     max_threads = COLS_MAX_THREADS_F64 if wide_c else COLS_MAX_THREADS
     if L > COLS_REGS_MAX_L:
+        cl = _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec)
+        if cl is not None:
+            return cl
         sy = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec)
         if sy is not None:
             tx_, splits, tiles_, nr_ = sy.extra
@@ -940,6 +1032,14 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                             for r in _cols_sync_nrs(ti):
                                 k = (f"softmax_cols_sync<{CTYPE[ti]}, {CTYPE[to]}, {LG}, {v}, "
                                      f"{COLS_SYNC_THREADS}, {r}, {COLS_SYNC_MINB[r]}, true>")
+                                found[("softmax.cu", k)] = None
+                    if vec and dev.cc >= 90 and ti == to and ti in COLS_CL_DTYPES:  # every softmax_cols_cl variant
+                        T = CTYPE[ti]
+                        v = VECTOR_BYTES // numpy.dtype(_np_name(ti)).itemsize
+                        for r in COLS_CL_NR:
+                            for c in COLS_CL_CLUSTERS:
+                                k = (f"softmax_cols_cl<{T}, {T}, {'true' if log else 'false'}, {v}, "
+                                     f"{COLS_CL_THREADS}, {r}, {c}, {COLS_CL_MINB[r]}>")
                                 found[("softmax.cu", k)] = None
                     if vec and (ti, to) in COLS_STAGED_PAIRS:  # every staged variant
                         isz = numpy.dtype(_np_name(ti)).itemsize

@@ -29,6 +29,10 @@
 //   softmax_cols_sync  the same layout in one launch: the axis split over
 //                    co-resident blocks that hold their rows in registers and
 //                    meet at a per-tile barrier (one read of x, one write of y).
+//   softmax_cols_cl  the same layout (sm_90), a tile's axis within one
+//                    cluster's registers: the cluster's blocks exchange their
+//                    per-column partials through distributed shared memory
+//                    (st.async, mbarriers); no grid barrier, no workspace.
 // Every kernel takes T (input storage), U (output storage) and LOG (log-softmax);
 // arithmetic is in C = float, or double when either side is double.
 #include "common.cuh"
@@ -1117,6 +1121,113 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
             r.v[e] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(v[u].v[e]), m[e], sc[e]));
           store_pack<U, VEC>(y + yo + u * ystep, r);
         }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// softmax_cols_cl (sm_90): softmax_cols_sync's layout for tiles whose axis
+// fits one cluster's registers, without a grid barrier: a thread-block
+// cluster of CL blocks is one tile (grid (CL, tiles)), block s holding rows
+// [s * NY * NR, (s + 1) * NY * NR) of it, NR packs a thread. Each block
+// reduces its rows per column and sends its W (m, d) partials by st.async
+// into slot s of every block of the cluster, counted on that block's
+// mbarrier (no cluster barrier in the exchange: on H100 its release /
+// acquire costs a GPU-scope memory barrier); each block waits for the CL x
+// wl partials, merges them in rank order (the same totals in every block)
+// and writes its rows. Clusters are independent, so any number of tiles
+// runs in waves and the launch is an ordinary one. A start barrier (arrive
+// after the mbarrier init, wait before the first remote write) makes sure
+// every block of the cluster has begun; a block exits only after every
+// byte sent to it has landed. Float arithmetic (16-bit or float32 input).
+// ---------------------------------------------------------------------------
+#define COLS_CL_W_MAX 64  // tile width in elements (128 bytes of 16-bit input)
+template <typename T, typename U, bool LOG, int VEC, int THREADS, int NR, int CL, int MINB>
+__global__ void CSM_CLUSTER_DIMS(CL) __launch_bounds__(THREADS, MINB)
+softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
+                i64 sxo, i64 sxl, i64 syo, i64 syl, int TX) {
+  typedef typename ComputeOf2<T, U>::type C;
+  static_assert(sizeof(C) == 4, "float arithmetic (st.async of (m, d) as two floats)");
+  static_assert(NR % 4 == 0, "rows a thread: a multiple of 4");
+  typedef Pack<T, VEC> P;
+  constexpr int WARPS = THREADS / 32;
+  __shared__ MD<C> red[WARPS * COLS_CL_W_MAX];
+  __shared__ __align__(8) MD<C> cpart[CL][COLS_CL_W_MAX];  // the cluster's partials, slot = rank
+  __shared__ __align__(8) u64 mbar;
+  const int tx = threadIdx.x % TX, ly = threadIdx.x / TX, NY = THREADS / TX;
+  const unsigned s = blockIdx.x;  // the cluster spans grid.x: the block's rank
+  const i64 W = (i64)TX * VEC, tiles_i = (I + W - 1) / W;
+  const i64 t = blockIdx.y, o = t / tiles_i, i0 = (t - o * tiles_i) * W;
+  const i64 i = i0 + (i64)tx * VEC, l0 = (i64)s * NY * NR + ly;
+  const int wl = (int)min(W, I - i0);
+  const int nv = (i < I && l0 < L) ? (int)min((i64)NR, (L - l0 + NY - 1) / NY) : 0;
+  if constexpr (CL > 1) {
+    if (threadIdx.x == 0) {
+      csm_mbar_init(&mbar);
+      csm_mbar_expect(&mbar, (unsigned)(CL * wl * sizeof(MD<C>)));
+      csm_mbar_fence_init();
+    }
+    __syncthreads();
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  }
+  const T* xc = x + o * sxo + i + l0 * sxl;
+  P v[NR];
+#pragma unroll
+  for (int u = 0; u < NR; ++u)
+    if (u < nv) v[u] = load_pack<T, VEC>(xc + (i64)u * NY * sxl);
+  MD<C> md[VEC];
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {  // four rows at a time (fewer live registers)
+    md[e] = md_identity<C>();
+#pragma unroll
+    for (int u0 = 0; u0 < NR; u0 += 4) {
+      C c[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        c[j] = u0 + j < nv ? to_compute<C>(v[u0 + j].v[e]) : Num<C>::neg_inf();
+      md_accumulate<C, 4>(md[e], c);
+    }
+  }
+  cols_warp_fold<C, VEC, COLS_CL_W_MAX>(md, TX, red);
+  __syncthreads();
+  if constexpr (CL > 1) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  if ((int)threadIdx.x < wl) {  // this block's partial of column threadIdx.x, to every block
+    MD<C> r = md_identity<C>();
+    for (int w = 0; w < WARPS; ++w) r = md_merge(r, red[w * COLS_CL_W_MAX + threadIdx.x]);
+    if constexpr (CL > 1) {
+#pragma unroll
+      for (int j = 0; j < CL; ++j)
+        csm_st_async(cluster_map_shared(&cpart[s][threadIdx.x], (unsigned)j), r,
+                     cluster_map_shared(&mbar, (unsigned)j));
+    } else {
+      cpart[0][threadIdx.x] = r;
+    }
+  }
+  if constexpr (CL > 1) {
+    csm_mbar_wait_cluster(&mbar);
+  } else {
+    __syncthreads();
+  }
+  if (nv > 0) {
+    C m[VEC], sc[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      MD<C> tot = cpart[0][tx * VEC + e];
+#pragma unroll
+      for (int j = 1; j < CL; ++j) tot = md_merge(tot, cpart[j][tx * VEC + e]);
+      m[e] = tot.m;
+      sc[e] = row_scale<C, LOG>(tot);
+    }
+    U* yc = y + o * syo + i + l0 * syl;
+#pragma unroll
+    for (int u = 0; u < NR; ++u) {
+      if (u < nv) {
+        Pack<U, VEC> r;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          r.v[e] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(v[u].v[e]), m[e], sc[e]));
+        store_pack<U, VEC>(yc + (i64)u * NY * syl, r);
       }
     }
   }

@@ -1435,31 +1435,11 @@ __device__ unsigned long long csm_trace[64 * 16 * 16 * 2];
 #else
 #define TOPK_CSM_BULK 0
 #endif
-CSM_DEVICE unsigned csm_smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-CSM_DEVICE void csm_mbar_init(u64* m) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(csm_smem_addr(m)) : "memory");
-}
-CSM_DEVICE void csm_mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
-CSM_DEVICE void csm_mbar_expect(u64* m, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(csm_smem_addr(m)), "r"(bytes)
-               : "memory");
-}
-CSM_DEVICE void csm_mbar_arrive(u64* m) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(csm_smem_addr(m)) : "memory");
-}
 CSM_DEVICE void csm_bulk_g2s(void* dst, const void* src, unsigned bytes, u64* m) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                    csm_smem_addr(dst)),
                "l"(src), "r"(bytes), "r"(csm_smem_addr(m))
                : "memory");
-}
-CSM_DEVICE void csm_mbar_wait(u64* m, unsigned parity) {
-  asm volatile(
-      "{\n\t.reg .pred P1;\n\tLAB_WAIT:\n\t"
-      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n\t"
-      "@P1 bra DONE;\n\tbra LAB_WAIT;\n\tDONE:\n\t}" ::"r"(csm_smem_addr(m)),
-      "r"(parity)
-      : "memory");
 }
 #else
 #define TOPK_CSM_BULK 0
@@ -1481,35 +1461,6 @@ template <int CS> CSM_DEVICE void csm_sync() {
   } else {
     __syncthreads();
   }
-}
-
-// Distributed shared memory by st.async: the value lands in block `rank`'s
-// shared memory (address `raddr` from mapa) and counts its bytes on that
-// block's mbarrier (`rmbar`), whose waiters then see it. No fence and no
-// cluster barrier: cluster_sync's release / acquire costs a GPU-scope
-// MEMBAR (about 900 cycles a barrier on H100, tools/csm_trace.py).
-CSM_DEVICE void csm_st_async(unsigned raddr, u64 v, unsigned rmbar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b64 [%0], %1, [%2];" ::"r"(raddr), "l"(v),
-               "r"(rmbar)
-               : "memory");
-}
-CSM_DEVICE void csm_st_async(unsigned raddr, unsigned v, unsigned rmbar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(raddr), "r"(v),
-               "r"(rmbar)
-               : "memory");
-}
-CSM_DEVICE void csm_st_async(unsigned raddr, MD<float> v, unsigned rmbar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(raddr),
-               "f"(v.m), "f"(v.d), "r"(rmbar)
-               : "memory");
-}
-// Waits for phase 0 of a local mbarrier fed by st.async from the cluster.
-CSM_DEVICE void csm_mbar_wait_cluster(u64* m) {
-  asm volatile(
-      "{\n\t.reg .pred P1;\n\tLAB_WAITC:\n\t"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 P1, [%0], 0;\n\t"
-      "@P1 bra DONEC;\n\tbra LAB_WAITC;\n\tDONEC:\n\t}" ::"r"((unsigned)__cvta_generic_to_shared(m))
-      : "memory");
 }
 
 // Counts this block's staged elements whose keys are not worse than tau in

@@ -52,6 +52,18 @@ def test_cols_plans_within_limits(dev):
                 assert p.ws_elems == 2 * tiles * splits * tx * v, ctx
                 assert not _dispatch.cols_prefers_copy(p, O, L, I, dev), ctx
                 continue
+            if p.kernel.startswith("softmax_cols_cl"):  # a cluster a tile (sm_90)
+                v, th, nr, c, minb = (int(a) for a in _args(p)[3:8])
+                assert dev.cc >= 90 and tin == tout and tin in _dispatch.COLS_CL_DTYPES, ctx
+                assert v * _isz(tin) == _dispatch.VECTOR_BYTES and v <= vec, ctx
+                assert tx * v <= 64 and th == p.block[0] == 256 and p.smem == 0, ctx  # COLS_CL_W_MAX
+                assert minb == _dispatch.COLS_CL_MINB[nr] and nr % 4 == 0, ctx
+                tiles = O * -(-I // (tx * v))
+                assert p.grid == (c, tiles) and tiles <= 65535 and p.extra == (tx, c, tiles, nr), ctx
+                rows = th // tx * nr  # a block's rows: the smallest cluster of them covering L
+                assert c in (1, 2, 4, 8) and L <= c * rows and (c == 1 or L > c // 2 * rows), ctx
+                assert not _dispatch.cols_prefers_copy(p, O, L, I, dev), ctx  # never through the copy
+                continue
             if p.pre_kernel:  # split stream: grid (tiles, splits), splits cover L exactly once
                 assert p.kernel.startswith("softmax_cols_split_finish"), ctx
                 assert p.pre_kernel.startswith("softmax_cols_split_partial"), ctx
@@ -123,19 +135,20 @@ def test_cols_sync_rules():
     dev = DEVS[0]
     sync = lambda O, L, I, dt: _dispatch.plan_cols(O, L, I, dt, dt, False, dev,  # noqa: E731
                                                    16 // _isz(dt)).kernel.startswith("softmax_cols_sync")
-    for shape in ((1, 2048, 4096), (1, 16384, 512), (64, 512, 256), (1, 1000, 1000), (1, 200, 4096)):
+    for shape in ((1, 2048, 4096), (1, 16384, 512), (1, 1024, 8192)):
         assert sync(*shape, "float32") and sync(*shape, "bfloat16"), shape
+    assert sync(64, 512, 256, "float32")  # (bfloat16: softmax_cols_cl, test_cols_cl_rules)
     assert sync(1, 8192, 8192, "float32") and not sync(1, 16384, 4096, "bfloat16")  # rounds
     for shape in ((1, 65536, 128), (1, 32768, 256)):  # > 32 blocks a tile
         assert not sync(*shape, "float32") and not sync(*shape, "bfloat16"), shape
     assert not sync(1, 256, 32768, "bfloat16")  # a block's 512 rows over a 256-long axis
     assert not sync(1, 2048, 4096, "float64")  # double arithmetic
-    p = _dispatch.plan_cols(1, 1000, 1000, "bfloat16", "bfloat16", False, dev, 8)
+    p = _dispatch._plan_cols_sync(1, 1000, 1000, "bfloat16", "bfloat16", False, dev, 8)
     assert ", 4, 3, true>" in p.kernel and p.grid == (128,), p  # NR 4 fits at once
     p = _dispatch.plan_cols(1, 2048, 4096, "float32", "float32", False, dev, 4)
     assert ", 16, 2, true>" in p.kernel and p.grid == (264,) and p.extra == (8, 4, 128, 16), p
-    p = _dispatch.plan_cols(1, 2048, 4096, "float16", "float16", False, dev, 8)
-    assert ", 4, 3, true>" in p.kernel, p  # float16: NR 4 only
+    p = _dispatch._plan_cols_sync(1, 2048, 4096, "float16", "float16", False, dev, 8)
+    assert ", 4, 3, true>" in p.kernel, p  # float16: NR 4 only (plan_cols takes softmax_cols_cl there)
 
 
 def test_rowsync_plans_carry_a_split_fallback():
@@ -172,3 +185,39 @@ def test_row_plans_have_a_grid_on_tiny_gpus():
                     p = _dispatch.plan_rows(R, L, dt, dt, log, dev)
                     assert all(g >= 1 for g in p.grid), (sms, dt, R, L, p)
                     assert p.grid[0] % p.cluster == 0, (sms, dt, R, L, p)
+
+
+def test_cols_cl_rules():
+    """Where plan_cols takes softmax_cols_cl (sm_90: a cluster a tile, rows in
+    registers, partials through distributed shared memory): same-dtype
+    float16 / bfloat16 / float32 arrays of at most COLS_CL_MAX_BYTES, and
+    16-bit tiles within a cluster of COLS_CL_16_MAX_CLUSTER blocks at NR =
+    COLS_CL_16_NR; its NR the smallest whose cluster has at most 4 blocks.
+    Never before sm_90, for float64, for mixed dtypes or without 16-byte
+    packs."""
+    h100, a100 = DEVS[0], DEVS[1]
+
+    def plan(O, L, I, dt, dev=h100, vec=None, out=None):
+        return _dispatch.plan_cols(O, L, I, dt, out or dt, False, dev, vec or 16 // _isz(dt))
+
+    def cl(*a, **k):
+        return plan(*a, **k).kernel.startswith("softmax_cols_cl")
+    for shape in ((1, 512, 512), (1, 1000, 1000), (1, 200, 4096)):
+        for dt in ("float32", "bfloat16", "float16"):
+            assert cl(*shape, dt), (shape, dt)
+            assert not cl(*shape, dt, dev=a100) and not cl(*shape, dt, vec=2), (shape, dt)
+        assert not cl(*shape, "float64") and not cl(*shape, "bfloat16", out="float32"), shape
+    assert cl(1, 2048, 1024, "bfloat16") and not cl(1, 2048, 1024, "float32")  # 4 MiB / 8 MiB
+    for shape in ((1, 512, 16384), (64, 512, 256)):  # 16-bit, NR 8 in a cluster of 2
+        assert cl(*shape, "bfloat16") and cl(*shape, "float16") and not cl(*shape, "float32"), shape
+        assert ", 8, 2, 2>" in plan(*shape, "bfloat16").kernel, shape
+    assert not cl(1, 1024, 8192, "bfloat16")  # NR 8 needs a cluster of 4: the sync kernel
+    # float16 up to 32 MiB at NR 16 (its sync kernel runs NR 4 only), not beyond
+    assert plan(1, 1024, 8192, "float16").kernel.endswith(", 8, 256, 16, 2, 1>")
+    assert cl(8, 4096, 256, "float16") and not cl(1, 4096, 8192, "float16")
+    p = plan(1, 512, 512, "float32")
+    assert p.kernel.endswith(", 4, 256, 4, 4, 3>") and p.grid == (4, 16) and p.extra == (8, 4, 16, 4), p
+    p = plan(1, 2048, 1024, "bfloat16")  # NR 4 and 8 need clusters of 16 and 8
+    assert p.kernel.endswith(", 8, 256, 16, 4, 1>") and p.grid == (4, 16), p
+    p = plan(3, 300, 20, "float32")  # a tile of 32 columns over 20, 128 rows a block: a cluster of 4
+    assert p.kernel.startswith("softmax_cols_cl") and p.grid == (4, 3) and p.extra == (8, 4, 3, 4), p

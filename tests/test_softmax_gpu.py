@@ -833,6 +833,49 @@ def test_cols_sync(dtype, out_dtype, log):
         check_forward(y, xh, axis=1, log=log, out_dtype=odt, ctx=f"api {(O, L, I)}")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_cl(dtype, log):
+    """softmax_cols_cl (sm_90: a thread-block cluster a tile, partials by
+    st.async into every block's shared memory): every NR whose cluster has
+    at most 8 blocks forced on each shape (clusters of 1, 2, 4 and 8 blocks,
+    blocks with no rows of the axis, axes not a multiple of a block's rows,
+    inner extents not a multiple of the tile, several outer slices), special
+    columns (NaN, +inf, all -inf, one -inf), output poisoned first; then the
+    public call."""
+    import cupy as cp
+    from cusoftmax._launch import Launch
+
+    dev = real_device_info()
+    if dev.cc < 90:
+        pytest.skip("softmax_cols_cl needs sm_90 (thread-block clusters)")
+    v = 16 // np.dtype(np_dtype(dtype)).itemsize
+    rng = np.random.default_rng(11)
+    seen = set()
+    for O, L, I in [(1, 1000, 1000), (2, 700, 136), (1, 130, 520), (3, 1500, 264), (2, 300, 24), (1, 129, 8)]:
+        xh = (rng.standard_normal((O, L, I)) * 3).astype(np_dtype(dtype))
+        xh[:, :, 1] = np.nan
+        xh[0, 5, 2] = np.inf
+        xh[:, :, 3] = -np.inf
+        xh[0, L // 2, 4] = -np.inf
+        x = cp.asarray(xh)
+        ran = 0
+        for nr in _dispatch.COLS_CL_NR:
+            p = _dispatch._plan_cols_cl(O, L, I, dtype, dtype, log, dev, v, nr)
+            if p is None:
+                continue
+            seen.add(p.extra[1])
+            y = cp.full((O, L, I), np.nan, dtype=np_dtype(dtype))
+            Launch(p, x.data.device_id).cols(x.data.ptr, y.data.ptr, O, L, I, L * I, I, L * I, I)
+            check_forward(y, xh, axis=1, log=log, ctx=f"{p.kernel} grid {p.grid} {(O, L, I)}")
+            ran += 1
+        assert ran >= 1, (O, L, I)
+        y = (cusoftmax.log_softmax if log else cusoftmax.softmax)(x, axis=1)
+        check_forward(y, xh, axis=1, log=log, ctx=f"api {(O, L, I)}")
+    assert seen == {1, 2, 4, 8}, seen
+
+
 @pytest.mark.parametrize("dev", DEVS, ids=["H100", "A100"])
 def test_smem1_rows_plan(dev):
     """Many rows of 16-64 KiB (32-bit rows: 32-64 KiB) take softmax_smem one

@@ -70,11 +70,15 @@ def main():
             one(op, (3, 600, 66), axis=1, label="cols-staged")
             one(op, (2, 2000, 42), axis=1, label="cols-staged")
             one(op, (40, 400, 130), axis=1, label="cols-staged")
-            # one-launch cols (16-byte packs): NR 4 / 16 in one round, NR 16 over 4 rounds
-            one(op, (3, 600, 64), axis=1, label="cols-sync")
-            one(op, (2, 2000, 40), axis=1, label="cols-sync")
+            # one-launch cols on sm_90 (16-byte packs, small arrays): a cluster a tile of 4, 8 and 4 blocks
+            one(op, (3, 600, 64), axis=1, label="cols-cl")
+            one(op, (2, 2000, 40), axis=1, label="cols-cl")
+            one(op, (1, 2048, 1024), axis=1, dtype="bfloat16", label="cols-cl")
+            # one-launch cols (16-byte packs): NR 16 in one round and over rounds (sm_90:
+            # larger arrays; sm_80: all of the above too)
             one(op, (40, 400, 128), axis=1, label="cols-sync")
-            one(op, (1, 2048, 1024), axis=1, dtype="bfloat16", label="cols-sync")
+            one(op, (1, 2048, 1024), axis=1, label="cols-sync")
+            one(op, (8, 4096, 256), axis=1, dtype="bfloat16", label="cols-sync")
             one(op, (1, 600, 16384), axis=1, label="cols-sync")
             one(op, (1, 30000, 64), axis=1, dtype="bfloat16", label="cols-split")
             one(op, (2, 20000, 40), axis=1, label="cols-split")  # last-block merge over many splits
