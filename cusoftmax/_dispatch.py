@@ -276,12 +276,16 @@ COLS_SYNC_MAX_ROUNDS_16 = 4
 #: COLS_CL_16_MAX_CLUSTER blocks at NR = COLS_CL_16_NR (bfloat16 (512, 16384)
 #: 1.45x vs 1.54x, (64, 512, 256) 1.45x vs 1.57x). Larger arrays over bigger
 #: clusters lose (float32 (2048, 4096) 1.58x vs 1.20x: a cluster of 8 blocks
-#: of 1 per SM). NR: the smallest of COLS_CL_NR whose cluster has at most 4
-#: blocks, else at most 8; COLS_CL_MINB[NR] blocks an SM (register cap).
+#: of 1 per SM). NR: the smallest of COLS_CL_NR whose cluster has at most 4 (16-bit)
+#: blocks (float32: 8: (1000, 1000) 1.58-1.63x at NR 4 in clusters of 8 against
+#: 1.82-1.90x at NR 8 in clusters of 4; bfloat16 (1000, 1000): 1.66-1.74x at NR 8
+#: against 1.94-1.96x at NR 4), else at most 8; COLS_CL_MINB[NR] blocks an SM
+#: (register cap).
 COLS_CL_THREADS = 256
 COLS_CL_NR = (4, 8, 16)
 COLS_CL_MINB = {4: 3, 8: 2, 16: 1}
 COLS_CL_CLUSTERS = (1, 2, 4, 8)
+COLS_CL_FIRST_CLUSTER = {2: 4, 4: 8}  # by input itemsize (see above)
 COLS_CL_MAX_BYTES = 4 << 20
 COLS_CL_16_NR = 8
 COLS_CL_16_MAX_CLUSTER = 2
@@ -853,8 +857,9 @@ def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None) -> Optio
     """softmax_cols_cl: a cluster of 1-8 blocks a tile, rows in registers,
     partials exchanged through distributed shared memory (sm_90, same-dtype
     float16 / bfloat16 / float32 with 16-byte packs of x and y). ``nr``: packs
-    a thread (None: the smallest of COLS_CL_NR whose cluster has at most 4
-    blocks, else at most 8). None where it does not apply."""
+    a thread (None: the smallest of COLS_CL_NR whose cluster has at most
+    COLS_CL_FIRST_CLUSTER blocks, else at most 8). None where it does not
+    apply."""
     if (dev.cc < 90 or in_dtype != out_dtype or in_dtype not in COLS_CL_DTYPES):
         return None
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
@@ -872,7 +877,8 @@ def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None) -> Optio
         need = _cdiv(L, ny * r)
         return next((c for c in COLS_CL_CLUSTERS if c >= need), None)
     if nr is None:
-        nr = next((r for r in COLS_CL_NR if (cluster(r) or 99) <= 4),
+        first = COLS_CL_FIRST_CLUSTER[isz]
+        nr = next((r for r in COLS_CL_NR if (cluster(r) or 99) <= first),
                   next((r for r in COLS_CL_NR if cluster(r) is not None), None))
         if nr is None:
             return None
