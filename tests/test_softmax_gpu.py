@@ -785,6 +785,18 @@ def test_row_longer_than_2_31(algorithm):
         _free()
 
 
+def _cols_special_input(rng, shape, dtype):
+    """Random (O, L, I) logits reduced over L with special columns: 1 all NaN,
+    2 one +inf, 3 all -inf, 4 one -inf."""
+    L = shape[1]
+    xh = (rng.standard_normal(shape) * 3).astype(np_dtype(dtype))
+    xh[:, :, 1] = np.nan
+    xh[0, 5, 2] = np.inf
+    xh[:, :, 3] = -np.inf
+    xh[0, L // 2, 4] = -np.inf
+    return xh
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype,out_dtype", [("float32", None), ("bfloat16", None), ("float16", None),
                                              ("float32", "bfloat16")])
@@ -805,11 +817,7 @@ def test_cols_sync(dtype, out_dtype, log):
     rng = np.random.default_rng(7)
     cases = [(1, 1000, 1000), (2, 700, 136), (1, 2048, 520), (3, 1500, 264)]
     for O, L, I in cases:
-        xh = (rng.standard_normal((O, L, I)) * 3).astype(np_dtype(dtype))
-        xh[:, :, 1] = np.nan
-        xh[0, 5, 2] = np.inf
-        xh[:, :, 3] = -np.inf
-        xh[0, L // 2, 4] = -np.inf
+        xh = _cols_special_input(rng, (O, L, I), dtype)
         x = cp.asarray(xh)
         plans = [_dispatch.plan_cols(O, L, I, dtype, odt, log, dev, v)]
         for nr in _dispatch._cols_sync_nrs(dtype):
@@ -854,11 +862,7 @@ def test_cols_cl(dtype, log):
     rng = np.random.default_rng(11)
     seen = set()
     for O, L, I in [(1, 1000, 1000), (2, 700, 136), (1, 130, 520), (3, 1500, 264), (2, 300, 24), (1, 129, 8)]:
-        xh = (rng.standard_normal((O, L, I)) * 3).astype(np_dtype(dtype))
-        xh[:, :, 1] = np.nan
-        xh[0, 5, 2] = np.inf
-        xh[:, :, 3] = -np.inf
-        xh[0, L // 2, 4] = -np.inf
+        xh = _cols_special_input(rng, (O, L, I), dtype)
         x = cp.asarray(xh)
         ran = 0
         for nr in _dispatch.COLS_CL_NR:
