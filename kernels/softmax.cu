@@ -994,29 +994,6 @@ softmax_cols_split_finish(const T* __restrict__ x, U* __restrict__ y,
 // `part`: tiles * splits * W (m, d).
 // ---------------------------------------------------------------------------
 
-// A thread's rows of a strided-axis tile finished and written: packs v[u]
-// (u < nv, rows ystep elements apart from y) with its VEC columns' totals
-// (softmax_cols_sync, softmax_cols_cl).
-template <typename C, bool LOG, int NR, typename T, typename U, int VEC>
-CSM_DEVICE void cols_write_packs(U* y, i64 ystep, const Pack<T, VEC> (&v)[NR], int nv, const MD<C> (&tot)[VEC]) {
-  C m[VEC], sc[VEC];
-#pragma unroll
-  for (int e = 0; e < VEC; ++e) {
-    m[e] = tot[e].m;
-    sc[e] = row_scale<C, LOG>(tot[e]);
-  }
-#pragma unroll
-  for (int u = 0; u < NR; ++u) {
-    if (u < nv) {
-      Pack<U, VEC> r;
-#pragma unroll
-      for (int e = 0; e < VEC; ++e)
-        r.v[e] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(v[u].v[e]), m[e], sc[e]));
-      store_pack<U, VEC>(y + (i64)u * ystep, r);
-    }
-  }
-}
-
 template <typename T, typename U, bool LOG, int VEC, int THREADS, int NR, int MINB, bool PF>
 __global__ void __launch_bounds__(THREADS, MINB)
 softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
@@ -1127,13 +1104,24 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
     continue;
 #endif
     if (nv > 0) {
-      MD<C> tot[VEC];
+      C m[VEC], sc[VEC];
 #pragma unroll
       for (int e = 0; e < VEC; ++e) {
-        tot[e] = md_identity<C>();
-        for (int w = 0; w < WARPS; ++w) tot[e] = md_merge(tot[e], red[w * COLS_SPLIT_W_MAX + tx * VEC + e]);
+        MD<C> tot = md_identity<C>();
+        for (int w = 0; w < WARPS; ++w) tot = md_merge(tot, red[w * COLS_SPLIT_W_MAX + tx * VEC + e]);
+        m[e] = tot.m;
+        sc[e] = row_scale<C, LOG>(tot);
       }
-      cols_write_packs<C, LOG, NR>(y + yo, ystep, v, nv, tot);
+#pragma unroll
+      for (int u = 0; u < NR; ++u) {
+        if (u < nv) {
+          Pack<U, VEC> r;
+#pragma unroll
+          for (int e = 0; e < VEC; ++e)
+            r.v[e] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(v[u].v[e]), m[e], sc[e]));
+          store_pack<U, VEC>(y + yo + u * ystep, r);
+        }
+      }
     }
   }
 }
@@ -1222,13 +1210,25 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
     __syncthreads();
   }
   if (nv > 0) {
-    MD<C> tot[VEC];
+    C m[VEC], sc[VEC];
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      tot[e] = cpart[0][tx * VEC + e];
+      MD<C> tot = cpart[0][tx * VEC + e];
 #pragma unroll
-      for (int j = 1; j < CL; ++j) tot[e] = md_merge(tot[e], cpart[j][tx * VEC + e]);
+      for (int j = 1; j < CL; ++j) tot = md_merge(tot, cpart[j][tx * VEC + e]);
+      m[e] = tot.m;
+      sc[e] = row_scale<C, LOG>(tot);
     }
-    cols_write_packs<C, LOG, NR>(y + o * syo + i + l0 * syl, (i64)NY * syl, v, nv, tot);
+    U* yc = y + o * syo + i + l0 * syl;
+#pragma unroll
+    for (int u = 0; u < NR; ++u) {
+      if (u < nv) {
+        Pack<U, VEC> r;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          r.v[e] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(v[u].v[e]), m[e], sc[e]));
+        store_pack<U, VEC>(yc + (i64)u * NY * syl, r);
+      }
+    }
   }
 }
