@@ -256,9 +256,6 @@ COLS_SPLIT_FROM_L = 8192
 #: (COLS_SYNC_MAX_ROUNDS_16 for 16-bit inputs).
 COLS_SYNC_THREADS = 256
 COLS_SYNC_NR = (4, 16)
-#: float16 inputs: NR 4 only (NR 16 spills on sm_80 / sm_90: the half
-#: conversions need more registers than bfloat16's).
-COLS_SYNC_NR_F16 = (4,)
 COLS_SYNC_MINB = {4: 3, 16: 2}
 COLS_SYNC_MAX_SPLITS = 32
 COLS_SYNC_MAX_ROUNDS = 64
@@ -289,12 +286,6 @@ COLS_CL_FIRST_CLUSTER = {2: 4, 4: 8}  # by input itemsize (see above)
 COLS_CL_MAX_BYTES = 4 << 20
 COLS_CL_16_NR = 8
 COLS_CL_16_MAX_CLUSTER = 2
-#: float16 up to COLS_CL_F16_MAX_BYTES at NR = COLS_CL_F16_NR: its sync kernel
-#: runs NR 4 only (NR 16 spills), in many rounds (H100: (1024, 8192) 1.57x vs
-#: 2.52x, (2048, 4096) 2.14x vs 2.78x, (4096, 2048) 2.35x vs 3.33x, (8, 4096,
-#: 256) 2.30x vs 3.33x; (4096, 8192), 64 MiB: 2.37x vs 1.85x split).
-COLS_CL_F16_MAX_BYTES = 32 << 20
-COLS_CL_F16_NR = 16
 COLS_CL_DTYPES = ("float16", "bfloat16", "float32")
 COLS_CL_MAX_TILES = 65535
 #: Grid-stride kernels launch at most this many blocks per SM.
@@ -793,10 +784,6 @@ def _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec, segment=COLS_S
                       pre_grid=(tiles, splits), ws_elems=ws, ws_dtype=cdt, extra=(tx, lps, tiles))
 
 
-def _cols_sync_nrs(in_dtype: str) -> tuple:
-    return COLS_SYNC_NR_F16 if in_dtype == "float16" else COLS_SYNC_NR
-
-
 def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=None,
                     min_rounds=1) -> Optional[LaunchPlan]:
     """softmax_cols_sync: the split stream's tiles in one cooperative launch,
@@ -824,7 +811,7 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
     choice = None
     # a block's static reduction buffer: WARPS x COLS_SPLIT_W_MAX (m, d) floats
     static = (th // 32) * 256 * 8 + 1024
-    for r in (_cols_sync_nrs(in_dtype) if nr is None else (nr,)):
+    for r in (COLS_SYNC_NR if nr is None else (nr,)):
         splits = _cdiv(L, ny * r)
         smem = r * th * VECTOR_BYTES if (pf is None or pf) else 0
         # blocks an SM holds: the registers' bound, and the shared memory's
@@ -894,8 +881,7 @@ def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None) -> Optio
 def _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[LaunchPlan]:
     """The softmax_cols_cl plan plan_cols takes, or None (the measured rule:
     arrays of at most COLS_CL_MAX_BYTES, 16-bit tiles that fit a cluster of
-    at most COLS_CL_16_MAX_CLUSTER blocks at NR = COLS_CL_16_NR, float16
-    arrays of at most COLS_CL_F16_MAX_BYTES at NR = COLS_CL_F16_NR)."""
+    at most COLS_CL_16_MAX_CLUSTER blocks at NR = COLS_CL_16_NR)."""
     cl = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec)
     if cl is None:
         return None
@@ -906,8 +892,6 @@ def _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[Lau
         c16 = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, COLS_CL_16_NR)
         if c16 is not None and c16.extra[1] <= COLS_CL_16_MAX_CLUSTER:
             return c16
-    if in_dtype == "float16" and O * L * I * isz <= COLS_CL_F16_MAX_BYTES:
-        return _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, COLS_CL_F16_NR)
     return None
 
 
@@ -1035,7 +1019,7 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                         v = VECTOR_BYTES // max(isz, numpy.dtype(_np_name(to)).itemsize)
                         if v * isz == VECTOR_BYTES and compute_itemsize(ti, to) == 4:
                             LG = "true" if log else "false"
-                            for r in _cols_sync_nrs(ti):
+                            for r in COLS_SYNC_NR:
                                 k = (f"softmax_cols_sync<{CTYPE[ti]}, {CTYPE[to]}, {LG}, {v}, "
                                      f"{COLS_SYNC_THREADS}, {r}, {COLS_SYNC_MINB[r]}, true>")
                                 found[("softmax.cu", k)] = None

@@ -1006,26 +1006,32 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   P* stage = reinterpret_cast<P*>(smem_raw);  // PF: NR * THREADS packs
   __shared__ MD<C> red[WARPS * COLS_SPLIT_W_MAX];
-  const int tx = threadIdx.x % TX, ly = threadIdx.x / TX, NY = THREADS / TX;
+  __shared__ MD<C> fin[COLS_SPLIT_W_MAX];
+  // (TX: a power of two, the dispatcher's tile width / VEC: shifts, not divisions)
+  const int txs = __ffs(TX) - 1, tx = threadIdx.x & (TX - 1), ly = threadIdx.x >> txs, NY = THREADS >> txs;
   const i64 W = (i64)TX * VEC, tiles_i = (I + W - 1) / W;
   const i64 items = O * tiles_i * splits;
   // item q: its tile t, the columns of the tile inside I (wl), this thread's
-  // offsets into x and y, and its rows inside the axis (u < nv)
-  auto item = [&](i64 q, i64& t, int& wl, i64& xo, i64& yo, int& nv) {
+  // offset into x, and its rows inside the axis (u < nv); yoff: its offset
+  // into y (recomputed at the write: not held through the merge)
+  auto item = [&](i64 q, i64& t, int& wl, i64& xo, int& nv) {
     t = q / splits;
     const i64 s = q - t * splits, o = t / tiles_i, i0 = (t - o * tiles_i) * W;
     const i64 i = i0 + (i64)tx * VEC, l0 = s * NY * NR + ly;
     wl = (int)min(W, I - i0);
     xo = o * sxo + i + l0 * sxl;
-    yo = o * syo + i + l0 * syl;
     nv = (i < I && l0 < L) ? (int)min((i64)NR, (L - l0 + NY - 1) / NY) : 0;
+  };
+  auto yoff = [&](i64 q) -> i64 {
+    const i64 t = q / splits, s = q - t * splits, o = t / tiles_i;
+    return o * syo + (t - o * tiles_i) * W + (i64)tx * VEC + (s * NY * NR + ly) * syl;
   };
   const i64 xstep = (i64)NY * sxl, ystep = (i64)NY * syl;
   auto prefetch = [&](i64 q) {  // PF: item q's packs into stage
     if (q >= items) return;
-    i64 t, xo, yo;
+    i64 t, xo;
     int wl, nv;
-    item(q, t, wl, xo, yo, nv);
+    item(q, t, wl, xo, nv);
 #pragma unroll
     for (int u = 0; u < NR; ++u)
       if (u < nv) cp_async16(stage + u * THREADS + threadIdx.x, x + xo + u * xstep);
@@ -1033,9 +1039,9 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
   };
 #pragma unroll 1
   for (i64 q = blockIdx.x; q < items; q += gridDim.x) {
-    i64 t, xo, yo;
+    i64 t, xo;
     int wl, nv;
-    item(q, t, wl, xo, yo, nv);
+    item(q, t, wl, xo, nv);
     P v[NR];
     if (!PF || q == blockIdx.x) {
 #pragma unroll
@@ -1047,14 +1053,37 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
       for (int u = 0; u < NR; ++u)
         if (u < nv) v[u] = stage[u * THREADS + threadIdx.x];
     }
+    // the thread's per-column (max, sum). float16: two sweeps over the held
+    // packs, each converting as it goes (the one-sweep form keeps a column's
+    // NR converted values live and spills at NR 16); others: md_accumulate
+    // (a tree max, then the sum: faster for them, tools/sync_variants.py)
     MD<C> md[VEC];
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      md[e] = md_identity<C>();
-      C c[NR];
+    for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
+    if constexpr (IsSame<T, f16_t>::value) {
 #pragma unroll
-      for (int u = 0; u < NR; ++u) c[u] = u < nv ? to_compute<C>(v[u].v[e]) : Num<C>::neg_inf();
-      md_accumulate<C, NR>(md[e], c);
+      for (int u = 0; u < NR; ++u)
+        if (u < nv) {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) md[e].m = Num<C>::max(md[e].m, to_compute<C>(v[u].v[e]));
+        }
+      C base[VEC];
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) base[e] = md[e].m == Num<C>::neg_inf() ? C(0) : md[e].m;
+#pragma unroll
+      for (int u = 0; u < NR; ++u)
+        if (u < nv) {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) md[e].d += Num<C>::exp(to_compute<C>(v[u].v[e]) - base[e]);
+        }
+    } else {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        C c[NR];
+#pragma unroll
+        for (int u = 0; u < NR; ++u) c[u] = u < nv ? to_compute<C>(v[u].v[e]) : Num<C>::neg_inf();
+        md_accumulate<C, NR>(md[e], c);
+      }
     }
     // (after v is consumed: the stage slots it came from are free again)
     if (PF) prefetch(q + gridDim.x);
@@ -1103,22 +1132,24 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
     if (red[threadIdx.x].m == C(-1e30)) part[0] = C(0);
     continue;
 #endif
+    // the tile's column totals, once a column: fin[c] = (max, 1 / sum or log sum)
+    if (cw < wl) {
+      MD<C> tot = md_identity<C>();
+      for (int w = 0; w < WARPS; ++w) tot = md_merge(tot, red[w * COLS_SPLIT_W_MAX + cw]);
+      fin[cw].m = tot.m;
+      fin[cw].d = row_scale<C, LOG>(tot);
+    }
+    __syncthreads();
     if (nv > 0) {
-      C m[VEC], sc[VEC];
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        MD<C> tot = md_identity<C>();
-        for (int w = 0; w < WARPS; ++w) tot = md_merge(tot, red[w * COLS_SPLIT_W_MAX + tx * VEC + e]);
-        m[e] = tot.m;
-        sc[e] = row_scale<C, LOG>(tot);
-      }
+      const i64 yo = yoff(q);
 #pragma unroll
       for (int u = 0; u < NR; ++u) {
         if (u < nv) {
           Pack<U, VEC> r;
 #pragma unroll
           for (int e = 0; e < VEC; ++e)
-            r.v[e] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(v[u].v[e]), m[e], sc[e]));
+            r.v[e] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(v[u].v[e]), fin[tx * VEC + e].m,
+                                                          fin[tx * VEC + e].d));
           store_pack<U, VEC>(y + yo + u * ystep, r);
         }
       }

@@ -135,8 +135,8 @@ def test_cols_sync_rules():
     dev = DEVS[0]
     sync = lambda O, L, I, dt: _dispatch.plan_cols(O, L, I, dt, dt, False, dev,  # noqa: E731
                                                    16 // _isz(dt)).kernel.startswith("softmax_cols_sync")
-    for shape in ((1, 2048, 4096), (1, 16384, 512), (1, 1024, 8192)):
-        assert sync(*shape, "float32") and sync(*shape, "bfloat16"), shape
+    for shape in ((1, 2048, 4096), (1, 16384, 512), (1, 1024, 8192), (8, 4096, 256)):
+        assert sync(*shape, "float32") and sync(*shape, "bfloat16") and sync(*shape, "float16"), shape
     assert sync(64, 512, 256, "float32")  # (bfloat16: softmax_cols_cl, test_cols_cl_rules)
     assert sync(1, 8192, 8192, "float32") and not sync(1, 16384, 4096, "bfloat16")  # rounds
     for shape in ((1, 65536, 128), (1, 32768, 256)):  # > 32 blocks a tile
@@ -147,8 +147,13 @@ def test_cols_sync_rules():
     assert ", 4, 3, true>" in p.kernel and p.grid == (128,), p  # NR 4 fits at once
     p = _dispatch.plan_cols(1, 2048, 4096, "float32", "float32", False, dev, 4)
     assert ", 16, 2, true>" in p.kernel and p.grid == (264,) and p.extra == (8, 4, 128, 16), p
-    p = _dispatch._plan_cols_sync(1, 2048, 4096, "float16", "float16", False, dev, 8)
-    assert ", 4, 3, true>" in p.kernel, p  # float16: NR 4 only (plan_cols takes softmax_cols_cl there)
+    for O, L, I in ((1, 700, 136), (3, 1500, 264), (2, 4096, 40), (1, 5000, 3000)):  # the kernel's
+        for dt in ("float16", "bfloat16", "float32"):  # tx / ly are shifts: TX a power of two
+            p = _dispatch._plan_cols_sync(O, L, I, dt, dt, False, dev, 16 // _isz(dt))
+            assert p is not None and p.extra[0] & (p.extra[0] - 1) == 0, (O, L, I, dt, p)
+    for dt in ("float16", "bfloat16"):  # 4 rounds at NR 4, one at NR 16
+        p = _dispatch.plan_cols(1, 2048, 4096, dt, dt, False, dev, 8)
+        assert ", 16, 2, true>" in p.kernel and p.grid == (256,), p
 
 
 def test_rowsync_plans_carry_a_split_fallback():
@@ -212,9 +217,7 @@ def test_cols_cl_rules():
         assert cl(*shape, "bfloat16") and cl(*shape, "float16") and not cl(*shape, "float32"), shape
         assert ", 8, 2, 2>" in plan(*shape, "bfloat16").kernel, shape
     assert not cl(1, 1024, 8192, "bfloat16")  # NR 8 needs a cluster of 4: the sync kernel
-    # float16 up to 32 MiB at NR 16 (its sync kernel runs NR 4 only), not beyond
-    assert plan(1, 1024, 8192, "float16").kernel.endswith(", 8, 256, 16, 2, 1>")
-    assert cl(8, 4096, 256, "float16") and not cl(1, 4096, 8192, "float16")
+    assert not cl(1, 1024, 8192, "float16") and not cl(8, 4096, 256, "float16")  # as bfloat16
     p = plan(1, 512, 512, "float32")
     assert p.kernel.endswith(", 4, 256, 4, 4, 3>") and p.grid == (4, 16) and p.extra == (8, 4, 16, 4), p
     p = plan(1, 2048, 1024, "bfloat16")  # NR 4 and 8 need clusters of 16 and 8

@@ -820,7 +820,7 @@ def test_cols_sync(dtype, out_dtype, log):
         xh = _cols_special_input(rng, (O, L, I), dtype)
         x = cp.asarray(xh)
         plans = [_dispatch.plan_cols(O, L, I, dtype, odt, log, dev, v)]
-        for nr in _dispatch._cols_sync_nrs(dtype):
+        for nr in _dispatch.COLS_SYNC_NR:
             p = _dispatch._plan_cols_sync(O, L, I, dtype, odt, log, dev, v, nr)
             if p is not None:
                 plans.append(p)

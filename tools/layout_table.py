@@ -1,0 +1,73 @@
+"""The strided-axis table of README.md: for each (O, L, I) (reduction along L
+of a C-ordered array) and dtype, the time of ``cusoftmax.softmax`` (or
+``log_softmax``) over axis 1 against the same elements as contiguous
+(O * I, L) rows, and the kernel the dispatcher took. CUDA events, L2 flushed,
+median of 30 (tools/tune.py timeit); each strided result is checked against
+the float64 reference on a few columns first.
+    PYTHONPATH=$PWD:$PWD/tools python3 tools/layout_table.py [--log] [--dtypes ...] [--json F]
+        [--shapes 8192x8192,16384x4096] [--set COLS_SYNC_MAX_ROUNDS_16=64 ...]
+--shapes: a subset ("LxI" or "OxLxI"); --set: override a cusoftmax._dispatch
+threshold for this run (to try a rule before changing it).
+"""
+import argparse, json
+import numpy as np, cupy as cp
+import cusoftmax as cs
+from cusoftmax import _dispatch as D, reference as ref
+from cusoftmax._launch import device_info
+from tune import timeit
+from tune_cols import make
+
+SHAPES = [(1, 512, 512), (1, 200, 4096), (1, 1000, 1000), (1, 2048, 1024), (1, 512, 16384), (64, 512, 256),
+          (1, 2048, 4096), (1, 4096, 2048), (1, 1024, 8192), (8, 4096, 256), (1, 4096, 8192),
+          (1, 8192, 1024), (1, 16384, 512), (1, 32768, 256), (1, 65536, 64), (1, 65536, 128),
+          (1, 256, 32768), (1, 8192, 8192), (1, 16384, 4096), (4, 262144, 64)]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--log", action="store_true")
+    ap.add_argument("--dtypes", default="float32,bfloat16,float16")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--shapes", default=None)
+    ap.add_argument("--set", action="append", default=[])
+    a = ap.parse_args()
+    for kv in a.set:
+        k, v = kv.split("=")
+        assert hasattr(D, k), k
+        setattr(D, k, type(getattr(D, k))(v))
+    shapes = SHAPES
+    if a.shapes:
+        want = [tuple(int(n) for n in s.split("x")) for s in a.shapes.split(",")]
+        shapes = [(1,) + w if len(w) == 2 else w for w in want]
+    dev = device_info(0)
+    fn = cs.log_softmax if a.log else cs.softmax
+    rf = ref.log_softmax if a.log else ref.softmax
+    print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, "
+          f"{'log_softmax' if a.log else 'softmax'}, us" + "".join(f", {kv}" for kv in a.set), flush=True)
+    res = []
+    for dt in a.dtypes.split(","):
+        for O, L, I in shapes:
+            x = make((O, L, I), dt)
+            xc = make((O * I, L), dt)
+            y = fn(x, axis=1)
+            cols = sorted({0, 1, I // 2, I - 2, I - 1} & set(range(I)))
+            r = rf(x[:, :, cols], axis=1)  # error relative to max(1, |reference|)
+            err = float(np.nanmax(np.abs(ref.to_float64(y[:, :, cols]) - r) / np.maximum(1, np.abs(r))))
+            bad = err > (1e-2 if dt != "float32" else 1e-5)
+            del y
+            t_c = timeit(lambda: fn(xc, axis=-1))
+            t_s = timeit(lambda: fn(x, axis=1))
+            vec = 16 // x.dtype.itemsize if I % (16 // x.dtype.itemsize) == 0 else 1
+            k = D.plan_cols(O, L, I, dt, dt, a.log, dev, vec).kernel.split("<")[0].replace("softmax_cols_", "")
+            print(f"{dt:9s} ({O}, {L}, {I}): contig {t_c:7.1f}  strided {t_s:7.1f}  {t_s / t_c:.2f}x  {k}"
+                  + (f"  WRONG err={err:.2e}" if bad else ""), flush=True)
+            res.append(dict(dtype=dt, shape=[O, L, I], log=a.log, contig_us=t_c, strided_us=t_s, kernel=k,
+                            ok=not bad))
+            del x, xc
+            cp.get_default_memory_pool().free_all_blocks()
+    if a.json:
+        json.dump(res, open(a.json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
