@@ -249,17 +249,20 @@ COLS_SPLIT_FROM_L = 8192
 #: with many blocks a tile (the barrier and the partials' merge grow with
 #: them): (65536, 128) float32 1.51x vs 1.31x, bfloat16 (32768, 256) 1.86x
 #: vs 1.68x; where a block's rows outnumber the axis (half its registers
-#: idle) the split stream's finer grid wins (bfloat16 (256, 32768) 2.14x vs 1.73x);
-#: 16-bit inputs lose beyond a few rounds ((16384, 4096): 1.60x vs 1.51x).
-#: So: axes of at least one block's rows, at most COLS_SYNC_MAX_SPLITS
-#: blocks a tile, at most COLS_SYNC_MAX_ROUNDS rounds
-#: (COLS_SYNC_MAX_ROUNDS_16 for 16-bit inputs).
+#: idle) the split stream's finer grid wins (bfloat16 (256, 32768) 2.14x vs 1.73x).
+#: Since commit c028fed (the column totals once a column in shared memory;
+#: float16's (max, sum) in two sweeps, spill-free at NR 16 so float16 runs
+#: NR 16 too; tools/sync_variants.py, tools/layout_table.py,
+#: kernels/sync_variants.txt, kernels/layout_table.txt) 16-bit inputs also win
+#: in many rounds: (8192, 8192) bfloat16 1.46x vs 1.70x split, float16 1.39x
+#: vs 1.66x; (16384, 4096) 1.58x vs 1.72x, 1.50x vs 1.70x; float16 (2048,
+#: 4096) 1.31x vs 2.13x cluster. So: axes of at least one block's rows, at
+#: most COLS_SYNC_MAX_SPLITS blocks a tile, at most COLS_SYNC_MAX_ROUNDS rounds.
 COLS_SYNC_THREADS = 256
 COLS_SYNC_NR = (4, 16)
 COLS_SYNC_MINB = {4: 3, 16: 2}
 COLS_SYNC_MAX_SPLITS = 32
 COLS_SYNC_MAX_ROUNDS = 64
-COLS_SYNC_MAX_ROUNDS_16 = 4
 #: Strided axes in one launch without a grid barrier (softmax_cols_cl, sm_90):
 #: a thread-block cluster of COLS_CL_CLUSTERS blocks is one tile, each block
 #: holding NR packs a thread of its rows in registers, the blocks' per-column
@@ -933,9 +936,7 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
         sy = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec)
         if sy is not None:
             tx_, splits, tiles_, nr_ = sy.extra
-            rounds = _cdiv(tiles_ * splits, sy.grid[0])
-            if (L >= COLS_SYNC_THREADS // tx_ * nr_ and splits <= COLS_SYNC_MAX_SPLITS
-                    and rounds <= (COLS_SYNC_MAX_ROUNDS if isz >= 4 else COLS_SYNC_MAX_ROUNDS_16)):
+            if L >= COLS_SYNC_THREADS // tx_ * nr_ and splits <= COLS_SYNC_MAX_SPLITS:
                 return sy
         st = None
         if (in_dtype, out_dtype) in COLS_STAGED_PAIRS:

@@ -5,7 +5,7 @@ of a C-ordered array) and dtype, the time of ``cusoftmax.softmax`` (or
 median of 30 (tools/tune.py timeit); each strided result is checked against
 the float64 reference on a few columns first.
     PYTHONPATH=$PWD:$PWD/tools python3 tools/layout_table.py [--log] [--dtypes ...] [--json F]
-        [--shapes 8192x8192,16384x4096] [--set COLS_SYNC_MAX_ROUNDS_16=64 ...]
+        [--shapes 8192x8192,16384x4096] [--set COLS_SYNC_MAX_SPLITS=64 ...]
 --shapes: a subset ("LxI" or "OxLxI"); --set: override a cusoftmax._dispatch
 threshold for this run (to try a rule before changing it).
 """
