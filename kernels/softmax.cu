@@ -1209,15 +1209,34 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
     if (u < nv) v[u] = load_pack<T, VEC>(xc + (i64)u * NY * sxl);
   MD<C> md[VEC];
 #pragma unroll
-  for (int e = 0; e < VEC; ++e) {  // four rows at a time (fewer live registers)
-    md[e] = md_identity<C>();
+  for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
+  if constexpr (IsSame<T, f16_t>::value) {  // two sweeps (as softmax_cols_sync)
 #pragma unroll
-    for (int u0 = 0; u0 < NR; u0 += 4) {
-      C c[4];
+    for (int u = 0; u < NR; ++u)
+      if (u < nv) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        c[j] = u0 + j < nv ? to_compute<C>(v[u0 + j].v[e]) : Num<C>::neg_inf();
-      md_accumulate<C, 4>(md[e], c);
+        for (int e = 0; e < VEC; ++e) md[e].m = Num<C>::max(md[e].m, to_compute<C>(v[u].v[e]));
+      }
+    C base[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) base[e] = md[e].m == Num<C>::neg_inf() ? C(0) : md[e].m;
+#pragma unroll
+    for (int u = 0; u < NR; ++u)
+      if (u < nv) {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) md[e].d += Num<C>::exp(to_compute<C>(v[u].v[e]) - base[e]);
+      }
+  } else {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {  // four rows at a time (fewer live registers)
+#pragma unroll
+      for (int u0 = 0; u0 < NR; u0 += 4) {
+        C c[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          c[j] = u0 + j < nv ? to_compute<C>(v[u0 + j].v[e]) : Num<C>::neg_inf();
+        md_accumulate<C, 4>(md[e], c);
+      }
     }
   }
   cols_warp_fold<C, VEC, COLS_CL_W_MAX>(md, TX, red);
@@ -1240,15 +1259,34 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
   } else {
     __syncthreads();
   }
+  // 16-bit: the tile's column totals once a column into red (c: (max, 1 / sum
+  // or log sum)); float32 (4 columns a thread): each thread merges its own
+  // columns' (faster there: tools/cl_variants.py, kernels/cl_variants.txt)
+  constexpr bool FIN = sizeof(T) == 2;
+  if constexpr (FIN) {
+    if ((int)threadIdx.x < wl) {
+      MD<C> tot = cpart[0][threadIdx.x];
+#pragma unroll
+      for (int j = 1; j < CL; ++j) tot = md_merge(tot, cpart[j][threadIdx.x]);
+      red[threadIdx.x].m = tot.m;  // (column c of red was read only by thread c, above)
+      red[threadIdx.x].d = row_scale<C, LOG>(tot);
+    }
+    __syncthreads();
+  }
   if (nv > 0) {
     C m[VEC], sc[VEC];
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      MD<C> tot = cpart[0][tx * VEC + e];
+      if constexpr (FIN) {
+        m[e] = red[tx * VEC + e].m;
+        sc[e] = red[tx * VEC + e].d;
+      } else {
+        MD<C> tot = cpart[0][tx * VEC + e];
 #pragma unroll
-      for (int j = 1; j < CL; ++j) tot = md_merge(tot, cpart[j][tx * VEC + e]);
-      m[e] = tot.m;
-      sc[e] = row_scale<C, LOG>(tot);
+        for (int j = 1; j < CL; ++j) tot = md_merge(tot, cpart[j][tx * VEC + e]);
+        m[e] = tot.m;
+        sc[e] = row_scale<C, LOG>(tot);
+      }
     }
     U* yc = y + o * syo + i + l0 * syl;
 #pragma unroll
