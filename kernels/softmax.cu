@@ -622,6 +622,30 @@ softmax_cols(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
 // be multiples of VEC elements.
 // ---------------------------------------------------------------------------
 #define COLS_W_MAX 64
+// A thread's per-column (max, sum) over its nv (<= NR) held packs, into md
+// (identity on entry), in two sweeps (the maxima, then the sum of exps), each
+// converting as it goes: float16's form in the register-resident cols
+// kernels (the one-sweep md_accumulate keeps a column's NR converted values
+// live and spills at NR 16).
+template <typename C, typename T, int VEC, int NR>
+CSM_DEVICE void cols_md_two_sweeps(MD<C> (&md)[VEC], const Pack<T, VEC> (&v)[NR], int nv) {
+#pragma unroll
+  for (int u = 0; u < NR; ++u)
+    if (u < nv) {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) md[e].m = Num<C>::max(md[e].m, to_compute<C>(v[u].v[e]));
+    }
+  C base[VEC];
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) base[e] = md[e].m == Num<C>::neg_inf() ? C(0) : md[e].m;
+#pragma unroll
+  for (int u = 0; u < NR; ++u)
+    if (u < nv) {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) md[e].d += Num<C>::exp(to_compute<C>(v[u].v[e]) - base[e]);
+    }
+}
+
 // Fold the (max, sum) of a thread's VEC columns over the lanes of its warp
 // with the same tx (xor over the lane bits above TX); lanes < TX then park
 // the warp's column totals in red[warp * WMAX + lane * VEC + e]. The caller
@@ -1061,21 +1085,7 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
 #pragma unroll
     for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
     if constexpr (IsSame<T, f16_t>::value) {
-#pragma unroll
-      for (int u = 0; u < NR; ++u)
-        if (u < nv) {
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) md[e].m = Num<C>::max(md[e].m, to_compute<C>(v[u].v[e]));
-        }
-      C base[VEC];
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) base[e] = md[e].m == Num<C>::neg_inf() ? C(0) : md[e].m;
-#pragma unroll
-      for (int u = 0; u < NR; ++u)
-        if (u < nv) {
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) md[e].d += Num<C>::exp(to_compute<C>(v[u].v[e]) - base[e]);
-        }
+      cols_md_two_sweeps<C, T, VEC, NR>(md, v, nv);
     } else {
 #pragma unroll
       for (int e = 0; e < VEC; ++e) {
@@ -1210,22 +1220,8 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
   MD<C> md[VEC];
 #pragma unroll
   for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
-  if constexpr (IsSame<T, f16_t>::value) {  // two sweeps (as softmax_cols_sync)
-#pragma unroll
-    for (int u = 0; u < NR; ++u)
-      if (u < nv) {
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) md[e].m = Num<C>::max(md[e].m, to_compute<C>(v[u].v[e]));
-      }
-    C base[VEC];
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) base[e] = md[e].m == Num<C>::neg_inf() ? C(0) : md[e].m;
-#pragma unroll
-    for (int u = 0; u < NR; ++u)
-      if (u < nv) {
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) md[e].d += Num<C>::exp(to_compute<C>(v[u].v[e]) - base[e]);
-      }
+  if constexpr (IsSame<T, f16_t>::value) {  // (as softmax_cols_sync)
+    cols_md_two_sweeps<C, T, VEC, NR>(md, v, nv);
   } else {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {  // four rows at a time (fewer live registers)
