@@ -55,12 +55,20 @@ def variants(old_dir):
     assert t != body and FIN_USE in t
     out["tot"] = t.replace(FIN_USE, "finish_value<C, LOG>(to_compute<C>(v[u].v[e]), m[e], sc[e])")
     if old_dir:
-        _loader._source_cache.clear()
-        kd = _loader.kernel_dir
-        _loader.kernel_dir = lambda: os.path.join(old_dir, "kernels")
-        out["head"] = _loader.expanded_source("softmax.cu").split("\n", 1)[1]
-        _loader.kernel_dir = kd
+        out["head"] = head_source(old_dir)
     return out
+
+
+def head_source(old_dir):
+    """softmax.cu (headers inlined) of the kernels/ folder under ``old_dir``."""
+    _loader._source_cache.clear()
+    kd = _loader.kernel_dir
+    _loader.kernel_dir = lambda: os.path.join(old_dir, "kernels")
+    try:
+        return _loader.expanded_source("softmax.cu").split("\n", 1)[1]
+    finally:
+        _loader.kernel_dir = kd
+        _loader._source_cache.clear()
 
 
 def use(body, tag):
@@ -69,24 +77,21 @@ def use(body, tag):
     _loader._kernels.clear()
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--old", default=None)
-    ap.add_argument("--log", action="store_true")
-    a = ap.parse_args()
+def compare(vs, shapes, log, label):
+    """Time every source form of ``vs`` on the dispatcher's plan for each
+    (dtype, (O, L, I)) of ``shapes``; ``label(plan)``: the plan's tag for the
+    line (asserting it is the kernel under test)."""
     dev = device_info(0)
-    vs = variants(a.old)
-    print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()} log={a.log}; us (x contiguous)", flush=True)
-    fn = cs.log_softmax if a.log else cs.softmax
-    rf = ref.log_softmax if a.log else ref.softmax
-    for dt, (O, L, I) in SHAPES:
+    print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()} log={log}; us (x contiguous)", flush=True)
+    fn = cs.log_softmax if log else cs.softmax
+    rf = ref.log_softmax if log else ref.softmax
+    for dt, (O, L, I) in shapes:
         x = make((O, L, I), dt)
         y = cp.empty_like(x)
         xc = make((O * I, L), dt)
         t_c = timeit(lambda: fn(xc, axis=-1))
-        vec = 16 // x.dtype.itemsize
-        plan = D.plan_cols(O, L, I, dt, dt, a.log, dev, vec)
-        assert plan.sync, plan.kernel
+        plan = D.plan_cols(O, L, I, dt, dt, log, dev, 16 // x.dtype.itemsize)
+        tag0 = label(plan)
         cols = sorted({0, 1, I // 2, I - 2, I - 1})
         r = rf(x[:, :, cols], axis=1)
         line = []
@@ -99,10 +104,22 @@ def main():
             bad = err > (1e-5 if dt == "float32" else 1e-2)
             us = timeit(f)
             line.append(f"{tag} {us:6.1f} ({us / t_c:.2f}x)" + (f" WRONG {err:.1e}" if bad else ""))
-        print(f"{dt:9s} ({O}, {L}, {I}) {plan.kernel.split(',')[5].strip()}: contig {t_c:6.1f} | "
-              + " | ".join(line), flush=True)
+        print(f"{dt:9s} ({O}, {L}, {I}) {tag0}: contig {t_c:6.1f} | " + " | ".join(line), flush=True)
         del x, y, xc
         cp.get_default_memory_pool().free_all_blocks()
+
+
+def _label(plan):
+    assert plan.sync, plan.kernel
+    return plan.kernel.split(",")[5].strip()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--old", default=None)
+    ap.add_argument("--log", action="store_true")
+    a = ap.parse_args()
+    compare(variants(a.old), SHAPES, a.log, _label)
 
 
 if __name__ == "__main__":
