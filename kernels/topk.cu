@@ -1340,11 +1340,14 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 //      k = 1: block 0 takes the best group maximum and is done.
 //   2. Every block takes tau = (v, 0), v the k-th largest value among the
 //      row's TOPK_CSM_GROUPS group maxima (ranks by counting value words:
-//      for k > 1 only those are exchanged, 4 bytes a group).
-//      At least k distinct elements have values >= v, so the row's top k are
-//      not worse than tau.
+//      for k > 1 only those are exchanged, 4 bytes a group; for k <=
+//      TOPK_CSM_COARSE_K among the maxima of four groups each, which one
+//      warp ranks). At least k distinct elements have values >= v, so the
+//      row's top k are not worse than tau.
 //   3. Every block writes its elements not worse than tau to its SLOT =
-//      TOPK_CSM_CAP / CS slots in block 0 and its count to every block.
+//      TOPK_CSM_CAP / CS slots in block 0 (the unused ones as empty keys, so
+//      block 0 expects a fixed number of bytes and waits once) and its count
+//      to every block.
 //   4. Every count within its slots (typical rows: a little over k in all):
 //      block 0 makes the slots contiguous, ranks the candidates by counting
 //      and writes the results (up to 96 candidates: 1-4 warps, each taking
@@ -1362,23 +1365,34 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 // wait on it), not through cluster barriers: on H100 a cluster barrier's
 // release / acquire costs a GPU-scope memory barrier, about 900 cycles
 // (tools/csm_trace.py). A start barrier (arrived at on entry, after the
-// mbarriers are initialised, and waited on before the first remote write)
-// makes sure every block has begun; every block waits for every byte sent
-// to it before it exits. The radix fallback (rare) keeps cluster barriers.
+// mbarriers are initialised, and waited on while the packs are in flight,
+// before the scan and any remote write) makes sure every block has begun;
+// every block waits for every byte sent to it before it exits. The radix
+// fallback (rare) keeps cluster barriers.
 // ----------------------------------------------------------------------------
 #define TOPK_CSM_THREADS 512
 #define TOPK_CSM_GROUPS 128
 #define TOPK_CSM_CAP 512
 #define TOPK_CSM_KP_MAX 64
+// k up to this takes tau from G / 4 coarser maxima (one warp; see phase 2)
+#ifndef TOPK_CSM_COARSE_K
+#define TOPK_CSM_COARSE_K 16
+#endif
+// threads a key in tau's ranking of the G group maxima (1, 2 or 4: G x this
+// threads take part; H100, tools/csm_try.py ab, kernels/csm_ab2.txt: 1 is
+// 0.1-0.3 us ahead of 4 at k = 50, one warp a scheduler instead of four)
+#ifndef TOPK_CSM_TAU_PARTS
+#define TOPK_CSM_TAU_PARTS 1
+#endif
 // Phase-timing hook of tools/csm_try.py (-DTOPK_CSM_STOP=n ends the kernel
 // after phase n; the library never defines it).
 #ifndef TOPK_CSM_STOP
 #define TOPK_CSM_STOP 0
 #endif
-#define TOPK_CSM_STOP_AT(n, keep)                                                        \
+#define TOPK_CSM_STOP_AT(n, keep, wait)                                                  \
   if (TOPK_CSM_STOP == (n)) {                                                               \
     if (keep) idx[0] = -1;                                                                  \
-    if constexpr (CS > 1) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");       \
+    if constexpr (CS > 1 && (wait)) asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); \
     return;                                                                                 \
   }
 
@@ -1566,8 +1580,8 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   __shared__ int s_dig;
   __shared__ unsigned s_above;
   // exchange mbarriers, fed by st.async: 0 group maxima (+ block 0: the
-  // (m, d) partials), 1 counts, 2 block 0: the candidates in its slots
-  __shared__ __align__(8) u64 xmb[3];
+  // (m, d) partials), 1 counts (+ block 0: every block's slots)
+  __shared__ __align__(8) u64 xmb[2];
   __shared__ int fast_rank[TOPK_CSM_FAST_WARPS > 1 ? TOPK_CSM_FAST_WARPS - 1 : 1][32 * TOPK_CSM_FAST_PER_LANE];  // block 0: ranks (warps 1..)
 
   const unsigned b = blockIdx.x;  // the cluster spans grid.x: b is the block's rank
@@ -1605,21 +1619,23 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
     }
   }
 #endif
-  if (CS > 1 && tid == 32) {  // the exchanges' bytes: G keys (+ CS partials), CS counts; block 0's slots later
-    for (int i = 0; i < 3; ++i) csm_mbar_init(xmb + i);
+  if (CS > 1 && tid == 32) {  // the exchanges' bytes: G keys (+ CS partials); CS counts (+ CS x SLOT slot keys)
+    for (int i = 0; i < 2; ++i) csm_mbar_init(xmb + i);
     csm_mbar_expect(xmb, (unsigned)(G * (k == 1 ? sizeof(K) : sizeof(unsigned)) + (b == 0 ? CS * sizeof(MD<C>) : 0)));
-    csm_mbar_expect(xmb + 1, (unsigned)(CS * sizeof(unsigned)));
+    csm_mbar_expect(xmb + 1, (unsigned)(CS * sizeof(unsigned) + (b == 0 ? CS * SLOT * sizeof(K) : 0)));
     csm_mbar_fence_init();
   }
   __syncthreads();
   // every block of the cluster must have started (and initialised its
   // mbarriers) before any writes to its shared memory: arrive now, wait
-  // before the first remote write
+  // while this block's packs are in flight (the blocks of a cluster start
+  // together, so the wait ends before the data lands)
   if constexpr (CS > 1) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-  TOPK_CSM_STOP_AT(9, nb == 7);
+  TOPK_CSM_STOP_AT(9, nb == 7, true);
   if (tid < 3) s_cnt[tid] = 0u;
   if (tid == 0) s_tau_hi = 0xffffffffu;
   CSM_T(1);
+  if constexpr (CS > 1) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
 #if !TOPK_CSM_BULK
   for (int q = tid; q < nb; q += TOPK_CSM_THREADS) cp_async16(chunk + q, row + (c00 + (i64)q * PACK));
   cp_async_commit();
@@ -1630,7 +1646,7 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 #if TOPK_CSM_BULK
   if (TOPK_CSM_STOP == 10) {
     for (int pc = 0; pc < npc; ++pc) csm_mbar_wait(mbar + pc, 0u);
-    TOPK_CSM_STOP_AT(10, to_compute<C>(chunk[tid % max(nb, 1)].v[0]) == C(-7));
+    TOPK_CSM_STOP_AT(10, to_compute<C>(chunk[tid % max(nb, 1)].v[0]) == C(-7), false);
   }
 #endif
   // ---- 1. (m, d) and group maxima -------------------------------------------
@@ -1686,7 +1702,6 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
     if (CT::better(t, best)) best = t;
   }
   // every block gets the row's group maxima; block 0 the (m, d) partials
-  if constexpr (CS > 1) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
   CSM_T(3);
   if (tid % GL == 0) {  // k = 1 needs the keys, tau only their value words
     if (k == 1) {
@@ -1739,22 +1754,40 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   }
 
   // ---- 2. tau: the k-th largest group-maximum value -------------------------
-  // = the smallest value word with fewer than k maxima above it (4 threads a
-  // key, 32 comparisons of value words each, read four at a time, staggered
-  // so the 4 parts read distinct banks; a warp minimum, then one shared
-  // atomic a warp). tau = (value word, 0) takes every key of that value.
-  {
-    const int kid = tid >> 2, part = tid & 3;
-    const unsigned ch = gval[kid];
-    const uint4* g4 = reinterpret_cast<const uint4*>(gval) + part * 8;
-    int gt = 0;
+  // = the smallest value word with fewer than k maxima above it. tau = (value
+  // word, 0) takes every key of that value. k <= TOPK_CSM_COARSE_K: of the
+  // G / 4 maxima of four groups each (warp 0 alone, a maximum a lane, by
+  // shuffles; a lower, still valid bound: at least k distinct elements are
+  // not below it). Else TOPK_CSM_TAU_PARTS threads a key, G / TAU_PARTS
+  // comparisons of value words each, read four at a time, staggered so the
+  // parts read distinct banks; a warp minimum, then one shared atomic a warp.
+  if (k <= TOPK_CSM_COARSE_K) {
+    if (tid < 32) {
+      static_assert(G == 128, "a coarse maximum a lane");
+      const uint4 g = reinterpret_cast<const uint4*>(gval)[lane];
+      const unsigned ch = max(max(g.x, g.y), max(g.z, g.w));
+      int gt = 0;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const uint4 w = g4[(i + 2 * part) & 7];
-      gt += (w.x > ch ? 1 : 0) + (w.y > ch ? 1 : 0) + (w.z > ch ? 1 : 0) + (w.w > ch ? 1 : 0);
+      for (int j = 0; j < 32; ++j) gt += __shfl_sync(0xffffffffu, ch, j) > ch ? 1 : 0;
+      const unsigned cand_hi = __reduce_min_sync(0xffffffffu, gt < k ? ch : 0xffffffffu);
+      if (lane == 0) s_tau_hi = cand_hi;
     }
-    gt += __shfl_xor_sync(0xffffffffu, gt, 1);
-    gt += __shfl_xor_sync(0xffffffffu, gt, 2);
+  } else if (tid < G * TOPK_CSM_TAU_PARTS) {
+    constexpr int TP = TOPK_CSM_TAU_PARTS, NQ = G / 4 / TP;  // uint4 words a part reads
+    static_assert(TP == 1 || TP == 2 || TP == 4, "threads a key");
+    const int kid = tid / TP, part = tid % TP;
+    const unsigned ch = gval[kid];
+    const uint4* g4 = reinterpret_cast<const uint4*>(gval) + part * NQ;
+    int gt = 0, gt2 = 0;
+#pragma unroll
+    for (int i = 0; i < NQ; ++i) {
+      const uint4 w = g4[(i + 2 * part) % NQ];
+      gt += (w.x > ch ? 1 : 0) + (w.y > ch ? 1 : 0);
+      gt2 += (w.z > ch ? 1 : 0) + (w.w > ch ? 1 : 0);
+    }
+    gt += gt2;
+#pragma unroll
+    for (int o = 1; o < TP; o <<= 1) gt += __shfl_xor_sync(0xffffffffu, gt, o);
     const unsigned cand_hi = __reduce_min_sync(0xffffffffu, (part == 0 && gt < k) ? ch : 0xffffffffu);
     if (lane == 0 && cand_hi != 0xffffffffu) atomicMin(&s_tau_hi, cand_hi);
   }
@@ -1763,22 +1796,29 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   K tau = (K)s_tau_hi << 32;
 
   // ---- 3. candidates into block 0's slots; every block gets every count ------
+  // (block 0 counts the slot keys on the counts' mbarrier: each block fills
+  // its unused slots with empty keys, so block 0 knows the bytes from the
+  // start and waits once)
   if constexpr (CS > 1) {
     csm_filter<T, PACK, true>(chunk, nb, c00, L, tau, s_cnt, nullptr, cluster_map_shared(cand + b * SLOT, 0u),
-                              cluster_map_shared(xmb + 2, 0u), SLOT);
+                              cluster_map_shared(xmb + 1, 0u), SLOT);
   } else {
     csm_filter<T, PACK, false>(chunk, nb, c00, L, tau, s_cnt, cand, 0u, 0u, SLOT);
   }
   __syncthreads();
   CSM_T(7);
   if (tid == 0) csm_put_all<CS>(&cnts[0][0], (int)b, s_cnt[0], xmb + 1);
+  if constexpr (CS > 1) {
+    if (tid < SLOT && (unsigned)tid >= s_cnt[0])
+      csm_st_async(cluster_map_shared(cand + b * SLOT + tid, 0u), CT::empty(), cluster_map_shared(xmb + 1, 0u));
+  }
   if (b == 0) {  // block 0, while the counts arrive: the row's (m, d) (partials here since the first exchange)
     md = lane < CS ? mdp[lane] : md_identity<C>();  // every warp, by shuffles
     md = warp_allreduce_md<C, CS>(md);
     md.m = __shfl_sync(0xffffffffu, md.m, 0);
     md.d = __shfl_sync(0xffffffffu, md.d, 0);
   }
-  csm_xwait<CS>(xmb + 1);  // every block's count here
+  csm_xwait<CS>(xmb + 1);  // every block's count here (block 0: and every slot)
   CSM_T(8);
   unsigned n = 0u;
   bool over = false;
@@ -1880,13 +1920,6 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   }
   if (b != 0) return;
   // ---- 4. block 0: output position = rank among the candidates --------------
-  if (tid == 0) {  // the slot writes' bytes, known now; wait for them in every case
-    unsigned bytes = 0u;
-#pragma unroll
-    for (int j = 0; j < CS; ++j) bytes += (unsigned)sizeof(K) * min(cnts[0][j], (unsigned)SLOT);
-    if (CS > 1) csm_mbar_expect(xmb + 2, bytes);
-  }
-  csm_xwait<CS>(xmb + 2);
   CSM_T(9);
   if (TOPK_CSM_FAST_RANK && !(over || n > TOPK_CSM_CAP) && n <= 32u * TOPK_CSM_FAST_PER_LANE) {
     // typical rows (a little over k candidates): nw <= TOPK_CSM_FAST_WARPS

@@ -92,7 +92,7 @@ def sweep():
                     a[-1] = -np.inf
                 x = to_gpu(a, dt)
                 for xs, tag in ((x[:, :L], "c"), (x[:, 3:], "mis")):
-                    for k in (1, 5, 50, 64):
+                    for k in (1, 5, 16, 17, 50, 64):
                         for CS in (1, 2, 4, 8):
                             if -(-(L + 8) // (16 // xs.itemsize)) // CS * 16 > 200 * 1024:
                                 continue
@@ -196,14 +196,15 @@ def ab():
     alternating, 3 rounds of a median of 30; results checked against the
     dispatcher without csm"""
     vs = [("old", (), "_old_topk.cu"), ("new", (), "topk.cu"),
-          ("new-w1", ("-DTOPK_CSM_FAST_WARPS=1",), "topk.cu"),
-          ("new-w2", ("-DTOPK_CSM_FAST_WARPS=2",), "topk.cu"),
-          ("new-norank", ("-DTOPK_CSM_FAST_RANK=0",), "topk.cu")]
+          ("new-c8", ("-DTOPK_CSM_COARSE_K=8",), "topk.cu"),
+          ("new-tp2", ("-DTOPK_CSM_TAU_PARTS=2",), "topk.cu"),
+          ("new-tp1", ("-DTOPK_CSM_TAU_PARTS=1",), "topk.cu")]
     for dt, R, L, k in (("float32", 1, 32768, 1), ("float32", 1, 32768, 5), ("float32", 1, 32768, 50),
                         ("float32", 8, 32768, 5), ("float32", 8, 32768, 50), ("float32", 64, 32768, 5),
                         ("float32", 64, 32768, 50), ("float32", 1, 128256, 50), ("float32", 8, 128256, 5),
                         ("float32", 8, 128256, 50), ("float32", 1, 262144, 50), ("float32", 8, 262144, 5),
-                        ("bfloat16", 64, 128256, 5), ("bfloat16", 64, 128256, 50), ("bfloat16", 1, 32768, 50)):
+                        ("bfloat16", 64, 128256, 5), ("bfloat16", 64, 128256, 50), ("bfloat16", 1, 32768, 50),
+                        ("float32", 1, 32768, 10), ("float32", 8, 32768, 16)):
         x = cp.random.RandomState(R + L + k).standard_normal((R, L), dtype=cp.float32).astype(
             cp.dtype("bfloat16") if dt == "bfloat16" else cp.float32)
         ref = no_csm(lambda: cs.softmax_topk(x, k))
