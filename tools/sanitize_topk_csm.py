@@ -3,7 +3,8 @@
 synccheck): every cluster size (1, 2, 4, 8 blocks a row), random rows
 (candidates ranked directly), rows of tied maxima and ascending rows (the
 cluster's radix selection), misaligned rows, k = 1 (the group-maxima
-shortcut) and k at the list bound; every result checked against the
+shortcut), k = 5 and 16 (tau from the coarse maxima), 50 and the list
+bound; every result checked against the
 reference. Exit status 1 if any is wrong.
   compute-sanitizer --tool racecheck python tools/sanitize_topk_csm.py"""
 import os
@@ -34,7 +35,7 @@ for cs in _dispatch.TOPK_CSM_CLUSTERS:
     for dt in (np.float32, ml_dtypes.bfloat16):
         xa = cp.asarray(a.astype(dt))
         for x in (xa[:, :L], xa[:, 1:]):
-            for k in (1, 5, 50, 64):
+            for k in (1, 5, 16, 50, 64):
                 p = _dispatch.plan_topk(R, L, k, x.dtype.name, x.dtype.name, dev)
                 assert p.kernel.startswith("topk_csm<") and p.grid == (cs, R), (cs, p.kernel, p.grid)
                 got = cusoftmax.softmax_topk(x, k, log=k == 64)
