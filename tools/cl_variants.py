@@ -11,8 +11,7 @@ Each launch checked against the float64 reference on a few columns; CUDA
 events, L2 flushed, median of 30 (tools/tune.py timeit).
     PYTHONPATH=$PWD:$PWD/tools python3 tools/cl_variants.py [--old DIR] [--log]
 """
-import argparse
-from sync_variants import _loader, compare, head_source
+from sync_variants import _loader, cli, head_source
 
 SHAPES = [(dt, s) for dt in ("float16", "bfloat16") for s in
           ((1, 512, 512), (1, 200, 4096), (1, 1000, 1000), (1, 2048, 1024), (1, 512, 16384), (64, 512, 256),
@@ -40,11 +39,7 @@ def _label(plan):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--old", default=None)
-    ap.add_argument("--log", action="store_true")
-    a = ap.parse_args()
-    compare(variants(a.old), SHAPES, a.log, _label)
+    cli(variants, SHAPES, _label)
 
 
 if __name__ == "__main__":

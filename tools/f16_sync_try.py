@@ -7,12 +7,10 @@ columns). CUDA events, L2 flushed, median of 30 (tools/tune.py timeit).
 Usage (repo root): PYTHONPATH=$PWD:$PWD/tools python3 tools/f16_sync_try.py [--log]
 """
 import argparse
-import numpy as np, cupy as cp
-import cusoftmax as cs
-from cusoftmax import _dispatch as D, reference as ref
-from cusoftmax._launch import Launch, device_info
-from tune import timeit
-from tune_cols import make
+import cupy as cp
+from cusoftmax import _dispatch as D
+from cusoftmax._launch import device_info
+from tune_cols_sync import case
 
 SHAPES = [(1, 2048, 4096), (1, 4096, 2048), (1, 1024, 8192), (8, 4096, 256), (1, 2048, 1024),
           (1, 1000, 1000), (1, 4096, 8192)]
@@ -29,35 +27,20 @@ def main():
     print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()} log={a.log}", flush=True)
     for dt in a.dtypes.split(","):
         for O, L, I in SHAPES:
-            x = make((O, L, I), dt)
-            y = cp.empty_like(x)
-            xc = make((O * I, L), dt)
-            fn = cs.log_softmax if a.log else cs.softmax
-            t_contig = timeit(lambda: fn(xc, axis=-1))
-            t_disp = timeit(lambda: fn(x, axis=1))
-            vec = 16 // x.dtype.itemsize
-            cur = D.plan_cols(O, L, I, dt, dt, a.log, dev, vec)
-            cols = sorted({0, 1, 2, I // 2, I - 3, I - 2, I - 1} & set(range(I)))
-            r3 = (ref.log_softmax if a.log else ref.softmax)(x[:, :, cols], axis=1)
+            t_contig, t_disp, cur, vec, run = case(O, L, I, dt, a.log, dev)
             line = []
             for nr in [int(n) for n in a.nrs.split(",")]:
                 plan = D._plan_cols_sync(O, L, I, dt, dt, a.log, dev, vec, nr)
                 if plan is None:
                     line.append(f"nr{nr} -")
                     continue
-                ln = Launch(plan, 0)
-                f = lambda: ln.cols(x.data.ptr, y.data.ptr, O, L, I, L * I, I, L * I, I)
-                y.fill(0); f(); cp.cuda.runtime.deviceSynchronize()
-                err = float(np.nanmax(np.abs(ref.to_float64(y[:, :, cols]) - r3)))
-                ok = err < 2e-2
-                us = timeit(f)
-                rounds = -(-plan.extra[2] * plan.extra[1] // plan.grid[0])
+                us, rounds, ok, err = run(plan)
                 line.append(f"nr{nr} g{plan.grid[0]} r{rounds} {us:.1f} ({us / t_contig:.2f}x)"
                             + ("" if ok else f" WRONG err={err:.2e}"))
             kname = cur.kernel.split("<")[0]
             print(f"{dt:9s} ({O}, {L}, {I}): contig {t_contig:.1f} | dispatch {kname} {t_disp:.1f} "
                   f"({t_disp / t_contig:.2f}x) | " + " | ".join(line), flush=True)
-            del x, y, xc
+            del run
             cp.get_default_memory_pool().free_all_blocks()
 
 

@@ -114,12 +114,17 @@ def _label(plan):
     return plan.kernel.split(",")[5].strip()
 
 
-def main():
+def cli(make_variants, shapes, label):
+    """The A/B tools' command line: --old DIR (the old side's kernels), --log."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--old", default=None)
     ap.add_argument("--log", action="store_true")
     a = ap.parse_args()
-    compare(variants(a.old), SHAPES, a.log, _label)
+    compare(make_variants(a.old), shapes, a.log, label)
+
+
+def main():
+    cli(variants, SHAPES, _label)
 
 
 if __name__ == "__main__":
