@@ -258,10 +258,21 @@ COLS_SPLIT_FROM_L = 8192
 #: vs 1.66x; (16384, 4096) 1.58x vs 1.72x, 1.50x vs 1.70x; float16 (2048,
 #: 4096) 1.31x vs 2.13x cluster. So: axes of at least one block's rows, at
 #: most COLS_SYNC_MAX_SPLITS blocks a tile, at most COLS_SYNC_MAX_ROUNDS rounds.
+#: The "worse with many blocks a tile" above was the merge of the tile's
+#: partials, read with a load per (m, d) value at a 64-byte stride between
+#: lanes; coalesced (cols_merge_partials, tools/narrow_try.py,
+#: kernels/narrow_try.txt) the sync kernel wins up to 256 blocks a tile and
+#: 8 rounds: bfloat16 (65536, 64) 1.32x vs 1.75x split, (32768, 256) 1.21x vs
+#: 1.53x, (65536, 128) 1.21x vs 1.58x, (131072, 64) 1.01x vs 1.26x, (32768,
+#: 1024) 1.35x vs 1.67x in 4 rounds; float32 (65536, 64) 1.16x vs 1.41x,
+#: (65536, 512) 1.06x vs 1.23x in 8 rounds. NR 4 only up to
+#: COLS_SYNC_NR_MAX_SPLITS[4] blocks a tile (bfloat16 (32768, 64): NR 4 in 256
+#: blocks 1.85x, NR 16 in 64 blocks 1.48x).
 COLS_SYNC_THREADS = 256
 COLS_SYNC_NR = (4, 16)
 COLS_SYNC_MINB = {4: 3, 16: 2}
-COLS_SYNC_MAX_SPLITS = 32
+COLS_SYNC_NR_MAX_SPLITS = {4: 32, 16: 256}
+COLS_SYNC_MAX_SPLITS = 256
 COLS_SYNC_MAX_ROUNDS = 64
 #: Strided axes in one launch without a grid barrier (softmax_cols_cl, sm_90):
 #: a thread-block cluster of COLS_CL_CLUSTERS blocks is one tile, each block
@@ -276,16 +287,22 @@ COLS_SYNC_MAX_ROUNDS = 64
 #: COLS_CL_16_MAX_CLUSTER blocks at NR = COLS_CL_16_NR (bfloat16 (512, 16384)
 #: 1.45x vs 1.54x, (64, 512, 256) 1.45x vs 1.57x). Larger arrays over bigger
 #: clusters lose (float32 (2048, 4096) 1.58x vs 1.20x: a cluster of 8 blocks
-#: of 1 per SM). NR: the smallest of COLS_CL_NR whose cluster has at most 4 (16-bit)
-#: blocks (float32: 8: (1000, 1000) 1.58-1.63x at NR 4 in clusters of 8 against
-#: 1.82-1.90x at NR 8 in clusters of 4; bfloat16 (1000, 1000): 1.66-1.74x at NR 8
-#: against 1.94-1.96x at NR 4), else at most 8; COLS_CL_MINB[NR] blocks an SM
-#: (register cap).
+#: of 1 per SM). NR: the smallest of COLS_CL_NR whose cluster has at most
+#: COLS_CL_FIRST_CLUSTER blocks, else at most 8 (float32 (1000, 1000) 1.58-1.63x
+#: at NR 4 in clusters of 8 against 1.82-1.90x at NR 8 in clusters of 4; 16-bit
+#: likewise since the coalesced partial merge (tools/narrow_try.py rule --cl,
+#: kernels/narrow_try.txt): bfloat16 (1000, 1000) 1.52x at NR 4 against 1.73x
+#: at NR 8, float16 1.49x against 1.75x; it was the other way round at c028fed);
+#: COLS_CL_MINB[NR] blocks an SM (register cap). float32 arrays over
+#: COLS_CL_MAX_BYTES take it, like 16-bit ones, at NR = COLS_CL_16_NR in a
+#: cluster of at most COLS_CL_16_MAX_CLUSTER, where the axis is shorter than a
+#: sync block's rows (the sync kernel cannot take it): float32 (256, 32768)
+#: 1.15x (NR 8, one block a tile) against 1.52x split.
 COLS_CL_THREADS = 256
 COLS_CL_NR = (4, 8, 16)
 COLS_CL_MINB = {4: 3, 8: 2, 16: 1}
 COLS_CL_CLUSTERS = (1, 2, 4, 8)
-COLS_CL_FIRST_CLUSTER = {2: 4, 4: 8}  # by input itemsize (see above)
+COLS_CL_FIRST_CLUSTER = {2: 8, 4: 8}  # by input itemsize (see above)
 COLS_CL_MAX_BYTES = 4 << 20
 COLS_CL_16_NR = 8
 COLS_CL_16_MAX_CLUSTER = 2
@@ -780,9 +797,9 @@ def _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec, segment=COLS_S
     pre_unroll = unroll if v == 1 else min(unroll, 4 if (isz == 4 and cdt == "float32") else 2)
     pre = f"softmax_cols_split_partial<{T}, {C}, {v}, {th}, {pre_unroll}>"
     k = f"softmax_cols_split_finish<{T}, {U}, {LG}, {v}, {th}, {unroll}>"
-    # workspace: partials, per-tile totals, then `tiles` 4-byte counters
-    csz = compute_itemsize(in_dtype, out_dtype)
-    ws = 2 * tiles * splits * w + 2 * tiles * w + _cdiv(4 * tiles, csz)
+    # workspace: partials, then per-tile totals (the per-tile counters are
+    # in the launcher's zeroed workspace)
+    ws = 2 * tiles * splits * w + 2 * tiles * w
     return LaunchPlan("cols", "softmax.cu", k, (tiles, splits), (th,), 1, pre_kernel=pre,
                       pre_grid=(tiles, splits), ws_elems=ws, ws_dtype=cdt, extra=(tx, lps, tiles))
 
@@ -791,8 +808,9 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
                     min_rounds=1) -> Optional[LaunchPlan]:
     """softmax_cols_sync: the split stream's tiles in one cooperative launch,
     x read once (rows held in registers). ``nr``: packs a thread (one of
-    COLS_SYNC_NR; None: the smallest whose grid fits at once, else the
-    largest in rounds). None when a tile's blocks cannot all be resident or
+    COLS_SYNC_NR; None: of those splitting the axis over at most
+    COLS_SYNC_NR_MAX_SPLITS[nr] blocks, the smallest whose grid fits at once,
+    else the largest in rounds). None when a tile's blocks cannot all be resident or
     more than COLS_SYNC_MAX_ROUNDS rounds would be needed. ``pf``: prefetch
     each block's next item into shared memory (None: yes; False only for
     tools/tune_cols_sync.py); ``min_rounds``: at most 1 / min_rounds of the
@@ -816,6 +834,8 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
     static = (th // 32) * 256 * 8 + 1024
     for r in (COLS_SYNC_NR if nr is None else (nr,)):
         splits = _cdiv(L, ny * r)
+        if nr is None and splits > COLS_SYNC_NR_MAX_SPLITS[r]:
+            continue
         smem = r * th * VECTOR_BYTES if (pf is None or pf) else 0
         # blocks an SM holds: the registers' bound, and the shared memory's
         # (an SM has about one block's opt-in maximum + 1 KiB)
@@ -883,15 +903,16 @@ def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None) -> Optio
 
 def _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[LaunchPlan]:
     """The softmax_cols_cl plan plan_cols takes, or None (the measured rule:
-    arrays of at most COLS_CL_MAX_BYTES, 16-bit tiles that fit a cluster of
-    at most COLS_CL_16_MAX_CLUSTER blocks at NR = COLS_CL_16_NR)."""
+    arrays of at most COLS_CL_MAX_BYTES; 16-bit tiles, and float32 tiles of
+    axes shorter than a sync block's rows, that fit a cluster of at most
+    COLS_CL_16_MAX_CLUSTER blocks at NR = COLS_CL_16_NR)."""
     cl = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec)
     if cl is None:
         return None
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
     if O * L * I * isz <= COLS_CL_MAX_BYTES:
         return cl
-    if isz == 2:
+    if isz == 2 or L < COLS_SYNC_THREADS // cl.extra[0] * COLS_SYNC_NR[-1]:
         c16 = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, COLS_CL_16_NR)
         if c16 is not None and c16.extra[1] <= COLS_CL_16_MAX_CLUSTER:
             return c16

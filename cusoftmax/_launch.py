@@ -388,11 +388,10 @@ class Launch:
                 return
             tx, lps, tiles = numpy.int32(self.extra[0]), self.extra[1], self.extra[2]
             ws = _cupy.empty(self.ws_elems, self.ws_dtype)
-            # the per-tile counters at the end of the workspace start at zero
-            tail = -(-4 * tiles // ws.itemsize) * ws.itemsize
-            _cupy.cuda.runtime.memsetAsync(ws.data.ptr + ws.nbytes - tail, 0, tail,
-                                           _current_stream().ptr)
-            self.pre_fn(self.pre_grid, self.block, (xptr, ws, O, L, I, sxo, sxl, lps, tx))
+            # per-tile counters: zero on entry, left zero by the kernel
+            cnt = zeroed_workspace(self.device_id, _current_stream().ptr, "colsplit",
+                                   (4 * tiles + 255) // 256 * 256)
+            self.pre_fn(self.pre_grid, self.block, (xptr, ws, cnt, O, L, I, sxo, sxl, lps, tx))
             self.fn(self.grid, self.block, (xptr, yptr, ws, O, L, I, sxo, sxl, syo, syl, lps, tx))
         except _CUDA_ERRORS as e:
             raise self._failed(e, f"shape (outer {O}, reduced {L}, inner {I})") from e

@@ -805,16 +805,26 @@ softmax_cols_staged(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i6
 // striding over them, UNR rows a thread in flight. Every warp access is a run
 // of TX * VEC * sizeof(T) contiguous bytes, and for narrow inner axes a
 // block's rows are one contiguous stretch of memory.
-// Workspace (C values): part[tiles][splits][W][2], then tot[tiles][W][2], then
-// `tiles` unsigned counters, zero before the partial kernel runs. Each partial
-// block writes its per-column (max, sum) to part; the last block of a tile to
-// finish (counter) merges the tile's partials in split order into tot, so the
-// merge is done once per tile, not once per block. The finish kernel reads
+// Workspace (C values): part[tiles][splits][W][2], then tot[tiles][W][2];
+// `cnt`: `tiles` unsigned counters, zero on entry and left zero (the
+// launcher's per-stream zeroed workspace). Each partial block writes its
+// per-column (max, sum) to part; the last block of a tile to finish
+// (counter) merges the tile's partials in split order into tot, so the
+// merge is done once per tile, not once per block, and resets the counter. The finish kernel reads
 // tot, re-reads its rows and writes y, its blocks in reverse order: those that
 // start first re-read what the partial kernel read last, still in L2.
 // VEC > 1 needs I, every stride and both base pointers to be multiples of VEC.
 // ---------------------------------------------------------------------------
 #define COLS_SPLIT_W_MAX 256
+// cols_merge_partials: registers a thread gives to the partials in flight
+// (float: 2 a pair, double: 4); softmax_cols_split_partial's phase hook
+// (1: no merge)
+#ifndef COLS_SPLIT_MERGE_REGS
+#define COLS_SPLIT_MERGE_REGS 16
+#endif
+#ifndef COLS_SPLIT_STOP
+#define COLS_SPLIT_STOP 0
+#endif
 // softmax_cols_sync: phase hook of tools/prof_cols_sync.py (0: the whole
 // kernel), and the tile barrier's poll interval (ns)
 #ifndef COLS_SYNC_STOP
@@ -841,9 +851,62 @@ CSM_DEVICE MD<C> cols_block_reduce(MD<C>* md, int tx, int TX, MD<C>* red) {
   return r;
 }
 
+// One (m, d) pair of C from L2 (written by other blocks: not through L1),
+// as one 8- or 16-byte load.
+template <typename C> CSM_DEVICE MD<C> ldcg_md(const C* p);
+template <> CSM_DEVICE MD<float> ldcg_md<float>(const float* p) {
+  const float2 v = __ldcg(reinterpret_cast<const float2*>(p));
+  return MD<float>{v.x, v.y};
+}
+template <> CSM_DEVICE MD<double> ldcg_md<double>(const double* p) {
+  const double2 v = __ldcg(reinterpret_cast<const double2*>(p));
+  return MD<double>{v.x, v.y};
+}
+
+// Merge n per-column partials part[k][W] (k < n, (m, d) pairs of W columns,
+// W a power of two dividing THREADS; columns from wv on are not read) into
+// column totals: thread j takes
+// column j % W of splits j / W, j / W + R, ... (R = THREADS / W), so a
+// warp's loads are consecutive pairs (coalesced: the partials of a tile are
+// one contiguous run), MB of them in flight and merged as a tree before
+// joining the thread's running total; the R rows then meet in `red` in row
+// order. The order depends on n, W and THREADS only: every block merging the
+// same partials gets identical totals. On return thread w < W holds the
+// total of column w (others: unspecified). Starts and ends with a barrier
+// (red is reused; every thread's loads are done when it returns).
+template <typename C, int THREADS>
+CSM_DEVICE MD<C> cols_merge_partials(const C* part, i64 n, int W, int wv, MD<C>* red) {
+  constexpr int MB = COLS_SPLIT_MERGE_REGS / (sizeof(C) / 2);  // pairs in flight: 2 or 4 registers each
+  const int c = threadIdx.x & (W - 1), R = THREADS / W;
+  const i64 r = threadIdx.x / W;
+  MD<C> acc = md_identity<C>();
+#pragma unroll 1
+  for (i64 k0 = r; k0 < n; k0 += (i64)R * MB) {
+    MD<C> q[MB];
+#pragma unroll
+    for (int b = 0; b < MB; ++b) {
+      const i64 k = k0 + (i64)b * R;
+      q[b] = (k < n && c < wv) ? ldcg_md<C>(part + 2 * (k * W + c)) : md_identity<C>();
+    }
+#pragma unroll
+    for (int h = 1; h < MB; h <<= 1)
+#pragma unroll
+      for (int b = 0; b + h < MB; b += 2 * h) q[b] = md_merge(q[b], q[b + h]);
+    acc = md_merge(acc, q[0]);
+  }
+  __syncthreads();  // red may still be read by an earlier reduction
+  red[threadIdx.x] = acc;
+  __syncthreads();
+  MD<C> tot = md_identity<C>();
+  if ((int)threadIdx.x < W)
+    for (int j = 0; j < R; ++j) tot = md_merge(tot, red[j * W + threadIdx.x]);
+  __syncthreads();
+  return tot;
+}
+
 template <typename T, typename C, int VEC, int THREADS, int UNR>
 __global__ void __launch_bounds__(THREADS, 1024 / THREADS)
-softmax_cols_split_partial(const T* __restrict__ x, C* ws, i64 O, i64 L, i64 I,
+softmax_cols_split_partial(const T* __restrict__ x, C* ws, unsigned* cnt, i64 O, i64 L, i64 I,
                            i64 sxo, i64 sxl, i64 lps, int TX) {
   typedef Pack<T, VEC> P;
   __shared__ MD<C> red[(THREADS / 32) * COLS_SPLIT_W_MAX];
@@ -855,7 +918,6 @@ softmax_cols_split_partial(const T* __restrict__ x, C* ws, i64 O, i64 L, i64 I,
   const i64 lb = s * lps, le = min(L, lb + lps);
   C* part = ws;
   C* tot = ws + 2 * tiles * splits * W;
-  unsigned* cnt = reinterpret_cast<unsigned*>(tot + 2 * tiles * W);
   MD<C> md[VEC];
 #pragma unroll
   for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
@@ -926,27 +988,20 @@ softmax_cols_split_partial(const T* __restrict__ x, C* ws, i64 O, i64 L, i64 I,
   }
   __syncthreads();
   if (!last) return;
-  // the tile's last block: merge every split's partials (in split order per thread row)
-#pragma unroll
-  for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
-  if (i < I) {
-    for (i64 k = ly; k < splits; k += NY) {
-      const C* w = part + ((t * splits + k) * W + (i64)tx * VEC) * 2;
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        MD<C> q;
-        q.m = __ldcg(w + 2 * e);  // written by other blocks: L2, not L1
-        q.d = __ldcg(w + 2 * e + 1);
-        md[e] = md_merge(md[e], q);
-      }
-    }
-  }
-  r = cols_block_reduce<C, VEC, THREADS>(md, tx, TX, red);
+#if COLS_SPLIT_STOP == 1  // (tools/narrow_try.py: the partials without their merge)
+  if (threadIdx.x == 0) cnt[t] = 0u;
+  return;
+#endif
+  // the tile's last block: merge every split's partials
+  r = cols_merge_partials<C, THREADS>(part + t * splits * W * 2, splits, (int)W, (int)min(W, I - i0), red);
   if (own) {
     C* v = tot + (t * W + cw) * 2;
     v[0] = r.m;
     v[1] = r.d;
   }
+  // every block of the tile has counted: the counter goes back to zero for
+  // the stream's next launch (the launcher's zeroed workspace)
+  if (threadIdx.x == 0) cnt[t] = 0u;
 }
 
 template <typename T, typename U, bool LOG, int VEC, int THREADS, int UNR>
@@ -1119,33 +1174,17 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
     if (threadIdx.x == 0) row_barrier_depart(cnt + 2 * t, (unsigned)splits);
     continue;
 #endif
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
-    if (tx * VEC < wl) {
-#pragma unroll 1
-      for (i64 k = ly; k < splits; k += NY) {
-        const C* p = part + ((t * splits + k) * W + (i64)tx * VEC) * 2;
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          MD<C> o2;
-          o2.m = __ldcg(p + 2 * e);  // written by other blocks: L2, not L1
-          o2.d = __ldcg(p + 2 * e + 1);
-          md[e] = md_merge(md[e], o2);
-        }
-      }
-    }
-    __syncthreads();  // everyone is done with red's partials above
-    cols_warp_fold<C, VEC, COLS_SPLIT_W_MAX>(md, TX, red);
-    __syncthreads();  // also: every thread of the block has read the tile's partials
+    // the tile's column totals (every block of the tile merges the same
+    // partials in the same order: identical totals)
+    const MD<C> tot = cols_merge_partials<C, THREADS>(part + t * splits * W * 2, splits, (int)W, wl, red);
+    // (the merge ends with a barrier: every thread of the block has read the tile's partials)
     if (threadIdx.x == 0) row_barrier_depart(cnt + 2 * t, (unsigned)splits);
 #if COLS_SYNC_STOP == 3  // + the partials' merge (no write)
-    if (red[threadIdx.x].m == C(-1e30)) part[0] = C(0);
+    if (tot.m == C(-1e30)) part[0] = C(0);
     continue;
 #endif
-    // the tile's column totals, once a column: fin[c] = (max, 1 / sum or log sum)
+    // once a column: fin[c] = (max, 1 / sum or log sum)
     if (cw < wl) {
-      MD<C> tot = md_identity<C>();
-      for (int w = 0; w < WARPS; ++w) tot = md_merge(tot, red[w * COLS_SPLIT_W_MAX + cw]);
       fin[cw].m = tot.m;
       fin[cw].d = row_scale<C, LOG>(tot);
     }

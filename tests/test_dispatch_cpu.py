@@ -76,8 +76,8 @@ def test_cols_plans_within_limits(dev):
                 assert p.pre_grid == p.grid and p.extra[2] == tiles, ctx
                 assert tiles == O * -(-I // (tx * v)) and splits <= 65535, ctx
                 assert (splits - 1) * lps < L <= splits * lps, ctx
-                assert p.ws_elems * (8 if p.ws_dtype == "float64" else 4) >= \
-                    8 * tiles * splits * tx * v // (2 if p.ws_dtype == "float32" else 1) + 4 * tiles, ctx
+                # partials and per-tile totals, (m, d) each
+                assert p.ws_elems == 2 * tiles * (splits + 1) * tx * v, ctx
                 assert not _dispatch.cols_prefers_copy(p, O, L, I, dev), ctx
                 continue
             if p.kernel.startswith("softmax_cols_staged"):
@@ -113,12 +113,15 @@ def test_benchmark_layouts_take_strided_kernels():
 
 def test_long_axis_over_few_tiles_splits_the_axis():
     """A long axis over a narrow inner extent (too few tiles to fill the GPU)
-    is split over blocks instead of going through the transposing copy."""
+    is split over blocks instead of going through the transposing copy: in
+    one launch over at most COLS_SYNC_MAX_SPLITS blocks a tile, else by the
+    split stream."""
     dev = DEVS[0]
-    for L, I in ((10 ** 6, 8), (65536, 64), (65536, 128)):
+    for L, I, kern in ((10 ** 6, 8, "softmax_cols_split_finish"), (65536, 64, "softmax_cols_sync"),
+                       (65536, 128, "softmax_cols_sync"), (1 << 20, 64, "softmax_cols_split_finish")):
         p = _dispatch.plan_cols(1, L, I, "float32", "float32", False, dev, 4)
-        assert p.kernel.startswith("softmax_cols_split_finish"), p
-        assert p.grid[0] * p.grid[1] >= dev.sm_count, p
+        assert p.kernel.startswith(kern), p
+        assert (p.grid[0] if p.sync else p.grid[0] * p.grid[1]) >= dev.sm_count, p
         assert not _dispatch.cols_prefers_copy(p, 1, L, I, dev)
     p = _dispatch.plan_cols(16, 50, 33, "float32", "float32", False, dev, 1)
     assert not _dispatch.cols_prefers_copy(p, 16, 50, 33, dev)
@@ -129,9 +132,10 @@ def test_long_axis_over_few_tiles_splits_the_axis():
 
 def test_cols_sync_rules():
     """Where plan_cols takes softmax_cols_sync on the H100 (the measured
-    rules: axes of at least a block's rows, at most 32 blocks a tile, at most COLS_SYNC_MAX_ROUNDS
-    rounds), the smallest NR whose grid fits at once, and the copy-free
-    split stream elsewhere."""
+    rules: axes of at least a block's rows, at most COLS_SYNC_MAX_SPLITS (256)
+    blocks a tile, at most COLS_SYNC_MAX_ROUNDS rounds), the smallest NR whose
+    grid fits at once among those within COLS_SYNC_NR_MAX_SPLITS, and the
+    copy-free split stream elsewhere."""
     dev = DEVS[0]
     sync = lambda O, L, I, dt: _dispatch.plan_cols(O, L, I, dt, dt, False, dev,  # noqa: E731
                                                    16 // _isz(dt)).kernel.startswith("softmax_cols_sync")
@@ -140,8 +144,14 @@ def test_cols_sync_rules():
     assert sync(64, 512, 256, "float32")  # (bfloat16: softmax_cols_cl, test_cols_cl_rules)
     for dt in ("float32", "bfloat16", "float16"):  # in rounds (8 and 16)
         assert sync(1, 8192, 8192, dt) and sync(1, 16384, 4096, dt), dt
-    for shape in ((1, 65536, 128), (1, 32768, 256)):  # > 32 blocks a tile
+    for shape in ((1, 65536, 128), (1, 32768, 256), (1, 131072, 64)):  # 64-256 blocks a tile
+        for dt in ("float32", "bfloat16", "float16"):
+            assert sync(*shape, dt), (shape, dt)
+    for shape in ((1, 262144, 64), (4, 262144, 64)):  # > 256 blocks a tile
         assert not sync(*shape, "float32") and not sync(*shape, "bfloat16"), shape
+    # NR 4 would split (32768, 64) over 256 blocks (> COLS_SYNC_NR_MAX_SPLITS[4]): NR 16, 64 blocks
+    p = _dispatch.plan_cols(1, 32768, 64, "bfloat16", "bfloat16", False, dev, 8)
+    assert ", 16, 2, true>" in p.kernel and p.extra[1] == 64, p
     assert not sync(1, 256, 32768, "bfloat16")  # a block's 512 rows over a 256-long axis
     assert not sync(1, 2048, 4096, "float64")  # double arithmetic
     p = _dispatch._plan_cols_sync(1, 1000, 1000, "bfloat16", "bfloat16", False, dev, 8)
@@ -197,8 +207,9 @@ def test_cols_cl_rules():
     """Where plan_cols takes softmax_cols_cl (sm_90: a cluster a tile, rows in
     registers, partials through distributed shared memory): same-dtype
     float16 / bfloat16 / float32 arrays of at most COLS_CL_MAX_BYTES, and
-    16-bit tiles within a cluster of COLS_CL_16_MAX_CLUSTER blocks at NR =
-    COLS_CL_16_NR; its NR the smallest whose cluster has at most 4 blocks.
+    16-bit tiles (float32: of axes shorter than a sync block's 512 rows)
+    within a cluster of COLS_CL_16_MAX_CLUSTER blocks at NR = COLS_CL_16_NR;
+    its NR the smallest whose cluster has at most 8 blocks.
     Never before sm_90, for float64, for mixed dtypes or without 16-byte
     packs."""
     h100, a100 = DEVS[0], DEVS[1]
@@ -221,7 +232,13 @@ def test_cols_cl_rules():
     assert not cl(1, 1024, 8192, "float16") and not cl(8, 4096, 256, "float16")  # as bfloat16
     p = plan(1, 512, 512, "float32")
     assert p.kernel.endswith(", 4, 256, 4, 4, 3>") and p.grid == (4, 16) and p.extra == (8, 4, 16, 4), p
-    p = plan(1, 2048, 1024, "bfloat16")  # NR 4 and 8 need clusters of 16 and 8
-    assert p.kernel.endswith(", 8, 256, 16, 4, 1>") and p.grid == (4, 16), p
+    p = plan(1, 2048, 1024, "bfloat16")  # NR 4 would need a cluster of 16: NR 8, 8 blocks
+    assert p.kernel.endswith(", 8, 256, 8, 8, 2>") and p.grid == (8, 16), p
+    p = plan(1, 1000, 1000, "bfloat16")  # NR 4 in a cluster of 8
+    assert p.kernel.endswith(", 8, 256, 4, 8, 3>") and p.grid == (8, 16), p
+    for L, c in ((256, 1), (300, 2)):  # float32 over 4 MiB, axis under 512 rows: NR 8, 1-2 blocks
+        p = plan(1, L, 32768, "float32")
+        assert p.kernel.endswith(f", 4, 256, 8, {c}, 2>") and p.grid == (c, 1024), (L, p)
+    assert not cl(1, 600, 32768, "float32")  # a sync block's rows: the sync kernel
     p = plan(3, 300, 20, "float32")  # a tile of 32 columns over 20, 128 rows a block: a cluster of 4
     assert p.kernel.startswith("softmax_cols_cl") and p.grid == (4, 3) and p.extra == (8, 4, 3, 4), p

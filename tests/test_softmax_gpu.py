@@ -815,7 +815,8 @@ def test_cols_sync(dtype, out_dtype, log):
     isz, osz = np.dtype(np_dtype(dtype)).itemsize, np.dtype(np_dtype(odt)).itemsize
     v = 16 // max(isz, osz)
     rng = np.random.default_rng(7)
-    cases = [(1, 1000, 1000), (2, 700, 136), (1, 2048, 520), (3, 1500, 264)]
+    # (1, 40000, 72): 79 blocks a tile at NR 16, the last tile 8 columns wide
+    cases = [(1, 1000, 1000), (2, 700, 136), (1, 2048, 520), (3, 1500, 264), (1, 40000, 72)]
     for O, L, I in cases:
         xh = _cols_special_input(rng, (O, L, I), dtype)
         x = cp.asarray(xh)
@@ -839,6 +840,28 @@ def test_cols_sync(dtype, out_dtype, log):
         # and through the public API, whatever the dispatcher picks
         y = (cusoftmax.log_softmax if log else cusoftmax.softmax)(x, axis=1, dtype=out_dtype)
         check_forward(y, xh, axis=1, log=log, out_dtype=odt, ctx=f"api {(O, L, I)}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
+def test_cols_split_many_splits(dtype):
+    """The split stream over hundreds of blocks a tile (more than the sync
+    kernel takes): the last block's merge of every partial (several loads in
+    flight per thread, a partial last tile) and its per-tile counters, which
+    the kernel leaves at zero: two calls in a row on one stream, then
+    another shape, all checked."""
+    import cupy as cp
+
+    dev = real_device_info()
+    rng = np.random.default_rng(11)
+    for O, L, I in ((1, 300000, 24), (2, 150000, 40), (1, 300000, 24)):
+        p = _dispatch.plan_cols(O, L, I, dtype, dtype, False, dev, 16 // np.dtype(np_dtype(dtype)).itemsize)
+        assert p.kernel.startswith("softmax_cols_split_finish") and p.grid[1] >= 128, p
+        xh = _cols_special_input(rng, (O, L, I), dtype)
+        x = cp.asarray(xh)
+        for log in (False, True, False):
+            y = (cusoftmax.log_softmax if log else cusoftmax.softmax)(x, axis=1)
+            check_forward(y, xh, axis=1, log=log, out_dtype=dtype, ctx=f"{p.kernel} {(O, L, I)} log={log}")
 
 
 @pytest.mark.gpu
