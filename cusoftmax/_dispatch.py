@@ -863,7 +863,8 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
                       fallback=_plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec))
 
 
-def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None) -> Optional[LaunchPlan]:
+def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
+                  segment=COLS_SPLIT_SEGMENT) -> Optional[LaunchPlan]:
     """softmax_cols_cl: a cluster of 1-8 blocks a tile, rows in registers,
     partials exchanged through distributed shared memory (sm_90, same-dtype
     float16 / bfloat16 / float32 with 16-byte packs of x and y). ``nr``: packs
@@ -876,7 +877,7 @@ def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None) -> Optio
     v = VECTOR_BYTES // isz
     if vec < v:
         return None
-    w = max(v, min(COLS_SPLIT_SEGMENT // isz, _next_pow2(I), 32 * v))
+    w = max(v, min(segment // isz, _next_pow2(I), 32 * v))
     tx = w // v
     ny = COLS_CL_THREADS // tx
     tiles = O * _cdiv(I, w)

@@ -901,6 +901,14 @@ def test_cols_cl(dtype, log):
         y = (cusoftmax.log_softmax if log else cusoftmax.softmax)(x, axis=1)
         check_forward(y, xh, axis=1, log=log, ctx=f"api {(O, L, I)}")
     assert seen == {1, 2, 4, 8}, seen
+    # over COLS_CL_MAX_BYTES with an axis shorter than a sync block's rows:
+    # the public call takes the cluster kernel at NR 8 (cluster of 2)
+    O, L, I = 1, 300, 8192 if dtype != "float32" else 4096
+    p = _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, v)
+    assert p.kernel.startswith("softmax_cols_cl") and p.extra[1:] == (2, I // (128 // x.dtype.itemsize), 8), p
+    xh = _cols_special_input(rng, (O, L, I), dtype)
+    y = (cusoftmax.log_softmax if log else cusoftmax.softmax)(cp.asarray(xh), axis=1)
+    check_forward(y, xh, axis=1, log=log, ctx=f"api {(O, L, I)} {p.kernel}")
 
 
 @pytest.mark.parametrize("dev", DEVS, ids=["H100", "A100"])

@@ -168,6 +168,9 @@ def rule(dev, a, shapes):
             if a.cl:
                 for nr in D.COLS_CL_NR:
                     cands.append((f"cl{nr}", D._plan_cols_cl(O, L, I, dt, dt, a.log, dev, vec, nr)))
+                for seg in (64, 32):
+                    for nr in D.COLS_CL_NR:
+                        cands.append((f"cl{nr}/{seg}B", D._plan_cols_cl(O, L, I, dt, dt, a.log, dev, vec, nr, seg)))
                 cands.append(("sync4", D._plan_cols_sync(O, L, I, dt, dt, a.log, dev, vec, 4)))
             cands.append(("split", D._plan_cols_split(O, L, I, dt, dt, a.log, dev, vec)))
             for name, pl in cands:
@@ -200,7 +203,8 @@ def main():
     ap.add_argument("--dtypes", default="bfloat16,float32,float16")
     ap.add_argument("--shapes", default=None, help="OxLxI,...")
     ap.add_argument("--log", action="store_true")
-    ap.add_argument("--cl", action="store_true", help="rule: also softmax_cols_cl at every NR, sync at NR 4")
+    ap.add_argument("--cl", action="store_true", help="rule: also softmax_cols_cl at every NR (128-, 64- and "
+                                                        "32-byte tiles), sync at NR 4")
     a = ap.parse_args()
     dev = device_info(0)
     shapes = SHAPES if a.shapes is None else [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")]
