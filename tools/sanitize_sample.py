@@ -80,9 +80,14 @@ def main():
             one(op, (1, 2048, 1024), axis=1, label="cols-sync")
             one(op, (8, 4096, 256), axis=1, dtype="bfloat16", label="cols-sync")
             one(op, (1, 600, 16384), axis=1, label="cols-sync")
-            one(op, (1, 30000, 64), axis=1, dtype="bfloat16", label="cols-split")
-            one(op, (2, 20000, 40), axis=1, label="cols-split")  # last-block merge over many splits
-            one(op, (3, 700, 33), axis=1, dtype="bfloat16", label="cols-split")  # scalar packs
+            # 59 and 40 blocks a tile: the tile's partials merged by every block (cols_merge_partials)
+            one(op, (1, 30000, 64), axis=1, dtype="bfloat16", label="cols-sync")
+            one(op, (2, 20000, 40), axis=1, label="cols-sync")
+            # the split stream (scalar packs): the last block's merge over 264 / 469 splits, a
+            # partial last tile, the per-tile counters left at zero
+            one(op, (2, 20000, 41), axis=1, label="cols-split")
+            one(op, (1, 30000, 63), axis=1, dtype="bfloat16", label="cols-split")
+            one(op, (3, 700, 33), axis=1, dtype="bfloat16", label="cols-split")
             one(op, (6, 7, 40), axis=(0, 2), label="copy")
         for dt in ("float16", "bfloat16"):
             one(op, (9, 3001), dtype=dt, label="misaligned",
