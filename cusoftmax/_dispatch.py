@@ -308,6 +308,7 @@ COLS_CL_16_NR = 8
 COLS_CL_16_MAX_CLUSTER = 2
 COLS_CL_DTYPES = ("float16", "bfloat16", "float32")
 COLS_CL_MAX_TILES = 65535
+COLS_CL_W_MAX = 64  # widest tile in elements (softmax.cu's COLS_CL_W_MAX)
 #: Grid-stride kernels launch at most this many blocks per SM.
 MAX_BLOCKS_PER_SM = 32
 #: Allowed "packs per thread" values (template instantiations): a need is
@@ -805,7 +806,7 @@ def _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec, segment=COLS_S
 
 
 def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=None,
-                    min_rounds=1) -> Optional[LaunchPlan]:
+                    min_rounds=1, segment=COLS_SPLIT_SEGMENT) -> Optional[LaunchPlan]:
     """softmax_cols_sync: the split stream's tiles in one cooperative launch,
     x read once (rows held in registers). ``nr``: packs a thread (one of
     COLS_SYNC_NR; None: of those splitting the axis over at most
@@ -814,7 +815,7 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
     more than COLS_SYNC_MAX_ROUNDS rounds would be needed. ``pf``: prefetch
     each block's next item into shared memory (None: yes; False only for
     tools/tune_cols_sync.py); ``min_rounds``: at most 1 / min_rounds of the
-    tiles a round (tuning). Its ``fallback`` (a refused cooperative launch)
+    tiles a round; ``segment``: a tile's bytes of I (both for tuning). Its ``fallback`` (a refused cooperative launch)
     is the split stream."""
     T, U = CTYPE[in_dtype], CTYPE[out_dtype]
     LG = "true" if log else "false"
@@ -825,7 +826,7 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
     if v * isz != VECTOR_BYTES or compute_itemsize(in_dtype, out_dtype) == 8:
         return None  # 16-byte packs of x (cp.async) and float arithmetic only
     th = COLS_SYNC_THREADS
-    w = max(v, min(COLS_SPLIT_SEGMENT // isz, _next_pow2(I), 32 * v))
+    w = max(v, min(segment // isz, _next_pow2(I), 32 * v))
     tx = w // v
     ny = th // tx
     tiles = O * _cdiv(I, w)
@@ -881,7 +882,7 @@ def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
     tx = w // v
     ny = COLS_CL_THREADS // tx
     tiles = O * _cdiv(I, w)
-    if tiles > COLS_CL_MAX_TILES:  # grid.y
+    if tiles > COLS_CL_MAX_TILES or w > COLS_CL_W_MAX:  # grid.y; the kernel's tile arrays
         return None
 
     def cluster(r):

@@ -168,10 +168,13 @@ def rule(dev, a, shapes):
             if a.cl:
                 for nr in D.COLS_CL_NR:
                     cands.append((f"cl{nr}", D._plan_cols_cl(O, L, I, dt, dt, a.log, dev, vec, nr)))
-                for seg in (64, 32):
+                for seg in (256, 64, 32):  # (256 bytes: float32 only, 64 columns)
                     for nr in D.COLS_CL_NR:
                         cands.append((f"cl{nr}/{seg}B", D._plan_cols_cl(O, L, I, dt, dt, a.log, dev, vec, nr, seg)))
                 cands.append(("sync4", D._plan_cols_sync(O, L, I, dt, dt, a.log, dev, vec, 4)))
+                for nr in D.COLS_SYNC_NR:
+                    cands.append((f"sync{nr}/256B", D._plan_cols_sync(O, L, I, dt, dt, a.log, dev, vec, nr,
+                                                                      segment=256)))
             cands.append(("split", D._plan_cols_split(O, L, I, dt, dt, a.log, dev, vec)))
             for name, pl in cands:
                 if pl is None:
