@@ -111,23 +111,30 @@ def check(y, x, cols, log):
     return float(np.nanmax(np.abs(ref.to_float64(y[:, :, cols]) - r)))
 
 
+def setup(dt, O, L, I, log):
+    """One case: (x, y, fn, t_c, vec, cols, tol): input and output of shape
+    (O, L, I), the public function, its time on the same elements as
+    contiguous rows, the widest vector I allows, the columns checked against
+    the reference and the tolerance."""
+    x = make((O, L, I), dt)
+    y = cp.empty_like(x)
+    xc = make((O * I, L), dt)
+    fn = cs.log_softmax if log else cs.softmax
+    t_c = timeit(lambda: fn(xc, axis=-1))
+    vec = 16 // x.dtype.itemsize if I % (16 // x.dtype.itemsize) == 0 else 1
+    return x, y, fn, t_c, vec, sorted({0, 1, I // 2, I - 1}), (2e-2 if dt != "float32" else 1e-5)
+
+
 def sync_ab(dev, a, shapes):
     for dt in a.dtypes.split(","):
         for O, L, I in shapes:
-            x = make((O, L, I), dt)
-            y = cp.empty_like(x)
-            xc = make((O * I, L), dt)
-            fn = cs.log_softmax if a.log else cs.softmax
-            t_c = timeit(lambda: fn(xc, axis=-1))
-            vec = 16 // x.dtype.itemsize
+            x, y, fn, t_c, vec, cols, tol = setup(dt, O, L, I, a.log)
             plan = D.plan_cols(O, L, I, dt, dt, a.log, dev, vec)
             forced = not plan.kernel.startswith("softmax_cols_sync")
             if forced:
                 plan = D._plan_cols_sync(O, L, I, dt, dt, a.log, dev, vec, 16)
                 if plan is None:
                     continue
-            cols = sorted({0, 1, I // 2, I - 1})
-            tol = 2e-2 if dt != "float32" else 1e-5
             fs, ts, errs = {}, {"old": [], "new": []}, {}
             for k, pl in (("old", dataclasses.replace(plan, source="_old_softmax.cu")), ("new", plan)):
                 ln = Launch(pl, 0)
@@ -151,15 +158,8 @@ def sync_ab(dev, a, shapes):
 def rule(dev, a, shapes):
     for dt in a.dtypes.split(","):
         for O, L, I in shapes:
-            x = make((O, L, I), dt)
-            y = cp.empty_like(x)
-            xc = make((O * I, L), dt)
-            fn = cs.log_softmax if a.log else cs.softmax
-            t_c = timeit(lambda: fn(xc, axis=-1))
-            vec = 16 // x.dtype.itemsize
+            x, y, fn, t_c, vec, cols, tol = setup(dt, O, L, I, a.log)
             cur = D.plan_cols(O, L, I, dt, dt, a.log, dev, vec)
-            cols = sorted({0, 1, I // 2, I - 1})
-            tol = 2e-2 if dt != "float32" else 1e-5
             out = []
             sy = D._plan_cols_sync(O, L, I, dt, dt, a.log, dev, vec)
             cands = [("dispatch", cur), ("sync", sy)]
@@ -206,8 +206,8 @@ def main():
     ap.add_argument("--dtypes", default="bfloat16,float32,float16")
     ap.add_argument("--shapes", default=None, help="OxLxI,...")
     ap.add_argument("--log", action="store_true")
-    ap.add_argument("--cl", action="store_true", help="rule: also softmax_cols_cl at every NR (128-, 64- and "
-                                                        "32-byte tiles), sync at NR 4")
+    ap.add_argument("--cl", action="store_true", help="rule: also softmax_cols_cl at every NR (128-, 256-, 64- "
+                                                        "and 32-byte tiles), sync at NR 4 and 256-byte tiles")
     a = ap.parse_args()
     dev = device_info(0)
     shapes = SHAPES if a.shapes is None else [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")]
@@ -219,17 +219,10 @@ def main():
         return
     for dt in a.dtypes.split(","):
         for O, L, I in shapes:
-            x = make((O, L, I), dt)
-            y = cp.empty_like(x)
-            xc = make((O * I, L), dt)
-            fn = cs.log_softmax if a.log else cs.softmax
-            t_c = timeit(lambda: fn(xc, axis=-1))
+            x, y, fn, t_c, vec, cols, tol = setup(dt, O, L, I, a.log)
             t_d = timeit(lambda: fn(x, axis=1))
-            vec = 16 // x.dtype.itemsize if I % (16 // x.dtype.itemsize) == 0 else 1
             plan = D._plan_cols_split(O, L, I, dt, dt, a.log, dev, vec)
             cur = D.plan_cols(O, L, I, dt, dt, a.log, dev, vec).kernel.split("<")[0]
-            cols = sorted({0, 1, I // 2, I - 1})
-            tol = 2e-2 if dt != "float32" else 1e-5
             head = (f"{dt:9s} {(O, L, I)} tiles {plan.grid[0]} splits {plan.grid[1]} contig {t_c:6.1f} "
                     f"dispatch {t_d:6.1f} ({t_d / t_c:.2f}x, {cur})")
             print(head, flush=True)
