@@ -292,7 +292,7 @@ COLS_SYNC_MAX_ROUNDS = 64
 #: at NR 4 in clusters of 8 against 1.82-1.90x at NR 8 in clusters of 4; 16-bit
 #: likewise since the coalesced partial merge (tools/narrow_try.py rule --cl,
 #: kernels/narrow_try.txt): bfloat16 (1000, 1000) 1.52x at NR 4 against 1.73x
-#: at NR 8, float16 1.49x against 1.75x; it was the other way round at c028fed);
+#: at NR 8, float16 1.49x against 1.76x in one run; it was the other way round at c028fed);
 #: COLS_CL_MINB[NR] blocks an SM (register cap). float32 arrays over
 #: COLS_CL_MAX_BYTES take it, like 16-bit ones, at NR = COLS_CL_16_NR in a
 #: cluster of at most COLS_CL_16_MAX_CLUSTER, where the axis is shorter than a
