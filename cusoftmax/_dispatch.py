@@ -292,7 +292,8 @@ COLS_SYNC_MAX_ROUNDS = 64
 #: at NR 4 in clusters of 8 against 1.82-1.90x at NR 8 in clusters of 4; 16-bit
 #: likewise since the coalesced partial merge (tools/narrow_try.py rule --cl,
 #: kernels/narrow_try.txt): bfloat16 (1000, 1000) 1.52x at NR 4 against 1.73x
-#: at NR 8, float16 1.49x against 1.76x in one run; it was the other way round at c028fed);
+#: at NR 8, float16 1.49x against 1.76x in one run; the other way round at
+#: c028fed);
 #: COLS_CL_MINB[NR] blocks an SM (register cap). float32 arrays over
 #: COLS_CL_MAX_BYTES take it, like 16-bit ones, at NR = COLS_CL_16_NR in a
 #: cluster of at most COLS_CL_16_MAX_CLUSTER, where the axis is shorter than a
@@ -810,13 +811,14 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
     """softmax_cols_sync: the split stream's tiles in one cooperative launch,
     x read once (rows held in registers). ``nr``: packs a thread (one of
     COLS_SYNC_NR; None: of those splitting the axis over at most
-    COLS_SYNC_NR_MAX_SPLITS[nr] blocks, the smallest whose grid fits at once,
-    else the largest in rounds). None when a tile's blocks cannot all be resident or
-    more than COLS_SYNC_MAX_ROUNDS rounds would be needed. ``pf``: prefetch
-    each block's next item into shared memory (None: yes; False only for
-    tools/tune_cols_sync.py); ``min_rounds``: at most 1 / min_rounds of the
-    tiles a round; ``segment``: a tile's bytes of I (both for tuning). Its ``fallback`` (a refused cooperative launch)
-    is the split stream."""
+    COLS_SYNC_NR_MAX_SPLITS[nr] blocks, the smallest whose grid fits at
+    once, else the largest in rounds). None when a tile's blocks cannot all
+    be resident or more than COLS_SYNC_MAX_ROUNDS rounds would be needed.
+    ``pf``: prefetch each block's next item into shared memory (None: yes;
+    False only for tools/tune_cols_sync.py); ``min_rounds``: at most 1 /
+    min_rounds of the tiles a round; ``segment``: a tile's bytes of I (both
+    for tuning). Its ``fallback`` (a refused cooperative launch) is the
+    split stream."""
     T, U = CTYPE[in_dtype], CTYPE[out_dtype]
     LG = "true" if log else "false"
     isz = numpy.dtype(_np_name(in_dtype)).itemsize

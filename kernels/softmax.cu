@@ -809,9 +809,10 @@ softmax_cols_staged(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i6
 // `cnt`: `tiles` unsigned counters, zero on entry and left zero (the
 // launcher's per-stream zeroed workspace). Each partial block writes its
 // per-column (max, sum) to part; the last block of a tile to finish
-// (counter) merges the tile's partials in split order into tot, so the
-// merge is done once per tile, not once per block, and resets the counter. The finish kernel reads
-// tot, re-reads its rows and writes y, its blocks in reverse order: those that
+// (counter) merges the tile's partials into tot (cols_merge_partials: a
+// fixed order), so the merge is done once per tile, not once per block, and
+// resets the counter. The finish kernel reads tot, re-reads its rows and
+// writes y, its blocks in reverse order: those that
 // start first re-read what the partial kernel read last, still in L2.
 // VEC > 1 needs I, every stride and both base pointers to be multiples of VEC.
 // ---------------------------------------------------------------------------
@@ -865,8 +866,8 @@ template <> CSM_DEVICE MD<double> ldcg_md<double>(const double* p) {
 
 // Merge n per-column partials part[k][W] (k < n, (m, d) pairs of W columns,
 // W a power of two dividing THREADS; columns from wv on are not read) into
-// column totals: thread j takes
-// column j % W of splits j / W, j / W + R, ... (R = THREADS / W), so a
+// column totals: thread j takes column j % W of splits j / W, j / W + R, ...
+// (R = THREADS / W), so a
 // warp's loads are consecutive pairs (coalesced: the partials of a tile are
 // one contiguous run), MB of them in flight and merged as a tree before
 // joining the thread's running total; the R rows then meet in `red` in row
