@@ -867,13 +867,14 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
 
 
 def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
-                  segment=COLS_SPLIT_SEGMENT) -> Optional[LaunchPlan]:
+                  segment=COLS_SPLIT_SEGMENT, nt=1) -> Optional[LaunchPlan]:
     """softmax_cols_cl: a cluster of 1-8 blocks a tile, rows in registers,
     partials exchanged through distributed shared memory (sm_90, same-dtype
     float16 / bfloat16 / float32 with 16-byte packs of x and y). ``nr``: packs
     a thread (None: the smallest of COLS_CL_NR whose cluster has at most
-    COLS_CL_FIRST_CLUSTER blocks, else at most 8). None where it does not
-    apply."""
+    COLS_CL_FIRST_CLUSTER blocks, else at most 8); ``nt``: tiles a cluster
+    (the kernel's NT; 2 was slower everywhere measured, tools/cl_phase.py
+    --nt, so the dispatcher keeps 1). None where it does not apply."""
     if (dev.cc < 90 or in_dtype != out_dtype or in_dtype not in COLS_CL_DTYPES):
         return None
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
@@ -901,8 +902,9 @@ def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
         return None
     T = CTYPE[in_dtype]
     k = (f"softmax_cols_cl<{T}, {T}, {'true' if log else 'false'}, {v}, {COLS_CL_THREADS}, {nr}, {cl}, "
-         f"{COLS_CL_MINB[nr]}>")
-    return LaunchPlan("cols", "softmax.cu", k, (cl, tiles), (COLS_CL_THREADS,), 1, extra=(tx, cl, tiles, nr))
+         f"{COLS_CL_MINB[nr]}, {nt}>")
+    return LaunchPlan("cols", "softmax.cu", k, (cl, _cdiv(tiles, nt)), (COLS_CL_THREADS,), 1,
+                      extra=(tx, cl, tiles, nr))
 
 
 def _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[LaunchPlan]:
@@ -1055,7 +1057,7 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                         for r in COLS_CL_NR:
                             for c in COLS_CL_CLUSTERS:
                                 k = (f"softmax_cols_cl<{T}, {T}, {'true' if log else 'false'}, {v}, "
-                                     f"{COLS_CL_THREADS}, {r}, {c}, {COLS_CL_MINB[r]}>")
+                                     f"{COLS_CL_THREADS}, {r}, {c}, {COLS_CL_MINB[r]}, 1>")
                                 found[("softmax.cu", k)] = None
                     if vec and (ti, to) in COLS_STAGED_PAIRS:  # every staged variant
                         isz = numpy.dtype(_np_name(ti)).itemsize

@@ -1210,130 +1210,232 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
 // ---------------------------------------------------------------------------
 // softmax_cols_cl (sm_90): softmax_cols_sync's layout for tiles whose axis
 // fits one cluster's registers, without a grid barrier: a thread-block
-// cluster of CL blocks is one tile (grid (CL, tiles)), block s holding rows
-// [s * NY * NR, (s + 1) * NY * NR) of it, NR packs a thread. Each block
-// reduces its rows per column and sends its W (m, d) partials by st.async
-// into slot s of every block of the cluster, counted on that block's
-// mbarrier (no cluster barrier in the exchange: on H100 its release /
-// acquire costs a GPU-scope memory barrier); each block waits for the CL x
-// wl partials, merges them in rank order (the same totals in every block)
-// and writes its rows. Clusters are independent, so any number of tiles
+// cluster of CL blocks takes NT tiles (grid (CL, ceil(tiles / NT))), block s
+// holding rows [s * NY * NR, (s + 1) * NY * NR) of each, NR packs a thread a
+// tile. Each block reduces its rows per column and sends its W (m, d)
+// partials by st.async into slot s of every block of the cluster, counted
+// on that block's mbarrier for the tile (no cluster barrier in the exchange:
+// on H100 its release / acquire costs a GPU-scope memory barrier); each
+// block waits for the CL x wl partials, merges them in rank order (the same
+// totals in every block) and writes its rows. With NT = 2 the loads of both
+// tiles are issued first and the first tile is finished and stored while
+// the second's are still arriving: the stores then overlap the reads, which
+// with one tile a block begin only once every block's loads have landed
+// (tools/cl_phase.py). Clusters are independent, so any number of tiles
 // runs in waves and the launch is an ordinary one. A start barrier (arrive
 // after the mbarrier init, wait before the first remote write) makes sure
 // every block of the cluster has begun; a block exits only after every
 // byte sent to it has landed. Float arithmetic (16-bit or float32 input).
 // ---------------------------------------------------------------------------
 #define COLS_CL_W_MAX 64  // tile width in elements (128 bytes of 16-bit input)
-template <typename T, typename U, bool LOG, int VEC, int THREADS, int NR, int CL, int MINB>
+// Phase hook of tools/cl_phase.py (0: the whole kernel; 1: end after the
+// block's own partials, 2: after the cluster's exchange, both of the first
+// tile; 3: everything but the stores; the library never defines it). `keep` (false in practice) uses the
+// phase's results so the compiler keeps the work.
+#ifndef COLS_CL_STOP
+#define COLS_CL_STOP 0
+#endif
+// Timeline hook of tools/cl_phase.py --trace (-DCOLS_CL_TRACE: thread 0 of
+// each of the first 1024 blocks stamps %globaltimer at points 0-6; the
+// library never defines it).
+#ifdef COLS_CL_TRACE
+__device__ unsigned long long cl_trace[1024 * 8];
+#define CL_T(i)                                                             \
+  do {                                                                      \
+    const unsigned b_ = blockIdx.y * gridDim.x + blockIdx.x;                \
+    if (threadIdx.x == 0 && b_ < 1024) {                                    \
+      unsigned long long t_;                                                \
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_)::"memory");      \
+      cl_trace[b_ * 8 + (i)] = t_;                                          \
+    }                                                                       \
+  } while (0)
+#else
+#define CL_T(i) \
+  do {          \
+  } while (0)
+#endif
+template <typename T, typename U, bool LOG, int VEC, int THREADS, int NR, int CL, int MINB, int NT>
 __global__ void CSM_CLUSTER_DIMS(CL) __launch_bounds__(THREADS, MINB)
 softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
                 i64 sxo, i64 sxl, i64 syo, i64 syl, int TX) {
   typedef typename ComputeOf2<T, U>::type C;
   static_assert(sizeof(C) == 4, "float arithmetic (st.async of (m, d) as two floats)");
   static_assert(NR % 4 == 0, "rows a thread: a multiple of 4");
+  static_assert(NT >= 1 && NT <= 2, "tiles a cluster: 1 or 2");
   typedef Pack<T, VEC> P;
   constexpr int WARPS = THREADS / 32;
-  __shared__ MD<C> red[WARPS * COLS_CL_W_MAX];
-  __shared__ __align__(8) MD<C> cpart[CL][COLS_CL_W_MAX];  // the cluster's partials, slot = rank
-  __shared__ __align__(8) u64 mbar;
+  __shared__ MD<C> red[NT][WARPS * COLS_CL_W_MAX];
+  __shared__ __align__(8) MD<C> cpart[NT][CL][COLS_CL_W_MAX];  // the cluster's partials, slot = rank
+  __shared__ MD<C> fin[NT][COLS_CL_W_MAX];  // the tile's column totals
+  __shared__ __align__(8) u64 mbar[NT];
+  // float32 softmax at NR >= 8 keeps e^(x - base) from the reduction in
+  // place of x, so the finish is one multiply an element (one exponential an
+  // element in all; H100, tools/cl_phase.py --var: (2048, 1024) at NR 8 in
+  // clusters of 8 17.2 -> 14.6 us; at NR 4 slower: (1000, 1000) 13.1 -> 14.5)
+  constexpr bool KEEP = !LOG && NR >= 8 && IsSame<T, float>::value && IsSame<U, float>::value;
+  CL_T(0);
   const int tx = threadIdx.x % TX, ly = threadIdx.x / TX, NY = THREADS / TX;
   const unsigned s = blockIdx.x;  // the cluster spans grid.x: the block's rank
-  const i64 W = (i64)TX * VEC, tiles_i = (I + W - 1) / W;
-  const i64 t = blockIdx.y, o = t / tiles_i, i0 = (t - o * tiles_i) * W;
-  const i64 i = i0 + (i64)tx * VEC, l0 = (i64)s * NY * NR + ly;
-  const int wl = (int)min(W, I - i0);
-  const int nv = (i < I && l0 < L) ? (int)min((i64)NR, (L - l0 + NY - 1) / NY) : 0;
+  const i64 W = (i64)TX * VEC, tiles_i = (I + W - 1) / W, ntiles = O * tiles_i;
+  const i64 l0 = (i64)s * NY * NR + ly;
+  i64 xo[NT], yo[NT];
+  int wl[NT], nv[NT];  // wl: cluster-uniform (0: no such tile)
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const i64 t = (i64)blockIdx.y * NT + j, o = t / tiles_i, i0 = (t - o * tiles_i) * W;
+    const i64 i = i0 + (i64)tx * VEC;
+    wl[j] = t < ntiles ? (int)min(W, I - i0) : 0;
+    nv[j] = (t < ntiles && i < I && l0 < L) ? (int)min((i64)NR, (L - l0 + NY - 1) / NY) : 0;
+    xo[j] = o * sxo + i + l0 * sxl;
+    yo[j] = o * syo + i + l0 * syl;
+  }
   if constexpr (CL > 1) {
     if (threadIdx.x == 0) {
-      csm_mbar_init(&mbar);
-      csm_mbar_expect(&mbar, (unsigned)(CL * wl * sizeof(MD<C>)));
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        csm_mbar_init(&mbar[j]);
+        csm_mbar_expect(&mbar[j], (unsigned)(CL * wl[j] * sizeof(MD<C>)));
+      }
       csm_mbar_fence_init();
     }
     __syncthreads();
     asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   }
-  const T* xc = x + o * sxo + i + l0 * sxl;
-  P v[NR];
+  P v[NT][NR];
 #pragma unroll
-  for (int u = 0; u < NR; ++u)
-    if (u < nv) v[u] = load_pack<T, VEC>(xc + (i64)u * NY * sxl);
-  MD<C> md[VEC];
+  for (int j = 0; j < NT; ++j)
 #pragma unroll
-  for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
-  if constexpr (IsSame<T, f16_t>::value) {  // (as softmax_cols_sync)
-    cols_md_two_sweeps<C, T, VEC, NR>(md, v, nv);
-  } else {
+    for (int u = 0; u < NR; ++u)
+      if (u < nv[j]) v[j][u] = load_pack<T, VEC>(x + xo[j] + (i64)u * NY * sxl);
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) {  // four rows at a time (fewer live registers)
+  for (int j = 0; j < NT; ++j) {
+    if (wl[j] == 0) break;  // (cluster-uniform: no later tile either)
+    MD<C> md[VEC];
+    C base[VEC], lmax[VEC];  // KEEP: what the kept exponentials were taken against; the thread's max
 #pragma unroll
-      for (int u0 = 0; u0 < NR; u0 += 4) {
-        C c[4];
+    for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
+    if constexpr (KEEP) {  // max first, then e^(x - base) kept in place of x
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-          c[j] = u0 + j < nv ? to_compute<C>(v[u0 + j].v[e]) : Num<C>::neg_inf();
-        md_accumulate<C, 4>(md[e], c);
+      for (int e = 0; e < VEC; ++e) {
+#pragma unroll
+        for (int u = 0; u < NR; ++u)
+          if (u < nv[j]) md[e].m = Num<C>::max(md[e].m, v[j][u].v[e]);
+        lmax[e] = md[e].m;
+        base[e] = lmax[e] == Num<C>::neg_inf() ? C(0) : lmax[e];
+        C d[4] = {C(0), C(0), C(0), C(0)};
+#pragma unroll
+        for (int u = 0; u < NR; ++u)
+          if (u < nv[j]) {
+            v[j][u].v[e] = Num<C>::exp(v[j][u].v[e] - base[e]);
+            d[u % 4] += v[j][u].v[e];
+          }
+        md[e].d = (d[0] + d[1]) + (d[2] + d[3]);
       }
-    }
-  }
-  cols_warp_fold<C, VEC, COLS_CL_W_MAX>(md, TX, red);
-  __syncthreads();
-  if constexpr (CL > 1) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-  if ((int)threadIdx.x < wl) {  // this block's partial of column threadIdx.x, to every block
-    MD<C> r = md_identity<C>();
-    for (int w = 0; w < WARPS; ++w) r = md_merge(r, red[w * COLS_CL_W_MAX + threadIdx.x]);
-    if constexpr (CL > 1) {
-#pragma unroll
-      for (int j = 0; j < CL; ++j)
-        csm_st_async(cluster_map_shared(&cpart[s][threadIdx.x], (unsigned)j), r,
-                     cluster_map_shared(&mbar, (unsigned)j));
+    } else if constexpr (IsSame<T, f16_t>::value) {  // (as softmax_cols_sync)
+      cols_md_two_sweeps<C, T, VEC, NR>(md, v[j], nv[j]);
     } else {
-      cpart[0][threadIdx.x] = r;
-    }
-  }
-  if constexpr (CL > 1) {
-    csm_mbar_wait_cluster(&mbar);
-  } else {
-    __syncthreads();
-  }
-  // 16-bit: the tile's column totals once a column into red (c: (max, 1 / sum
-  // or log sum)); float32 (4 columns a thread): each thread merges its own
-  // columns' (faster there: tools/cl_variants.py, kernels/cl_variants.txt)
-  constexpr bool FIN = sizeof(T) == 2;
-  if constexpr (FIN) {
-    if ((int)threadIdx.x < wl) {
-      MD<C> tot = cpart[0][threadIdx.x];
 #pragma unroll
-      for (int j = 1; j < CL; ++j) tot = md_merge(tot, cpart[j][threadIdx.x]);
-      red[threadIdx.x].m = tot.m;  // (column c of red was read only by thread c, above)
-      red[threadIdx.x].d = row_scale<C, LOG>(tot);
-    }
-    __syncthreads();
-  }
-  if (nv > 0) {
-    C m[VEC], sc[VEC];
+      for (int e = 0; e < VEC; ++e) {  // four rows at a time (fewer live registers)
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      if constexpr (FIN) {
-        m[e] = red[tx * VEC + e].m;
-        sc[e] = red[tx * VEC + e].d;
+        for (int u0 = 0; u0 < NR; u0 += 4) {
+          C c[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q)
+            c[q] = u0 + q < nv[j] ? to_compute<C>(v[j][u0 + q].v[e]) : Num<C>::neg_inf();
+          md_accumulate<C, 4>(md[e], c);
+        }
+      }
+    }
+    cols_warp_fold<C, VEC, COLS_CL_W_MAX>(md, TX, red[j]);
+    __syncthreads();
+    if (j == 0) CL_T(1);
+    if constexpr (CL > 1) {
+      if (j == 0) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+    }
+    if (j == 0) CL_T(2);
+#if COLS_CL_STOP == 1
+    if ((int)threadIdx.x < wl[j] && red[j][threadIdx.x].d == C(-1)) y[0] = from_compute<U>(C(0));
+    return;
+#endif
+    if ((int)threadIdx.x < wl[j]) {  // this block's partial of column threadIdx.x, to every block
+      MD<C> r = md_identity<C>();
+      for (int w = 0; w < WARPS; ++w) r = md_merge(r, red[j][w * COLS_CL_W_MAX + threadIdx.x]);
+      if constexpr (CL > 1) {
+#pragma unroll
+        for (int q = 0; q < CL; ++q)
+          csm_st_async(cluster_map_shared(&cpart[j][s][threadIdx.x], (unsigned)q), r,
+                       cluster_map_shared(&mbar[j], (unsigned)q));
       } else {
-        MD<C> tot = cpart[0][tx * VEC + e];
-#pragma unroll
-        for (int j = 1; j < CL; ++j) tot = md_merge(tot, cpart[j][tx * VEC + e]);
-        m[e] = tot.m;
-        sc[e] = row_scale<C, LOG>(tot);
+        cpart[j][0][threadIdx.x] = r;
       }
     }
-    U* yc = y + o * syo + i + l0 * syl;
+    if constexpr (CL > 1) {
+      csm_mbar_wait_cluster(&mbar[j]);
+    } else {
+      __syncthreads();
+    }
+    if (j == 0) CL_T(3);
+#if COLS_CL_STOP == 2
+    if ((int)threadIdx.x < wl[j] && cpart[j][CL - 1][threadIdx.x].d == C(-1)) y[0] = from_compute<U>(C(0));
+    return;
+#endif
+    // the tile's column totals: 16-bit (VEC 8 columns a thread): once a
+    // column into fin[j] (max, 1 / sum or log sum); float32 (4 columns a
+    // thread): each thread merges its own columns' (faster there:
+    // tools/cl_variants.py, kernels/cl_variants.txt). Both in rank order, so
+    // every block gets the same totals. (A tree over CL lanes a column was
+    // slower on the small arrays: tools/cl_phase.py --var, kernels/cl_phase.txt.)
+    constexpr bool OWN = sizeof(T) == 4;
+    if (!OWN && (int)threadIdx.x < wl[j]) {
+      MD<C> tot = cpart[j][0][threadIdx.x];
 #pragma unroll
-    for (int u = 0; u < NR; ++u) {
-      if (u < nv) {
-        Pack<U, VEC> r;
+      for (int q = 1; q < CL; ++q) tot = md_merge(tot, cpart[j][q][threadIdx.x]);
+      fin[j][threadIdx.x].m = tot.m;
+      fin[j][threadIdx.x].d = row_scale<C, LOG>(tot);
+    }
+    if (!OWN) __syncthreads();
+    if (j == 0) CL_T(4);
+    if (nv[j] > 0) {
+      C m[VEC], sc[VEC];
 #pragma unroll
-        for (int e = 0; e < VEC; ++e)
-          r.v[e] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(v[u].v[e]), m[e], sc[e]));
-        store_pack<U, VEC>(yc + (i64)u * NY * syl, r);
+      for (int e = 0; e < VEC; ++e) {
+        if constexpr (OWN) {
+          MD<C> tot = cpart[j][0][tx * VEC + e];
+#pragma unroll
+          for (int q = 1; q < CL; ++q) tot = md_merge(tot, cpart[j][q][tx * VEC + e]);
+          m[e] = tot.m;
+          sc[e] = row_scale<C, LOG>(tot);
+        } else {
+          m[e] = fin[j][tx * VEC + e].m;
+          sc[e] = fin[j][tx * VEC + e].d;
+        }
+        // KEEP: y = e^(x - base) * e^(base - m) / d; a thread with no finite
+        // value keeps zeros (or NaN), scaled by 0 * (1 / d) (NaN for d = 0)
+        if constexpr (KEEP) sc[e] = lmax[e] == Num<C>::neg_inf() ? C(0) * sc[e] : Num<C>::exp(base[e] - m[e]) * sc[e];
+      }
+#pragma unroll
+      for (int u = 0; u < NR; ++u) {
+        if (u < nv[j]) {
+          Pack<U, VEC> r;
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) {
+            if constexpr (KEEP) {
+              r.v[e] = from_compute<U>(v[j][u].v[e] * sc[e]);
+            } else {
+              r.v[e] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(v[j][u].v[e]), m[e], sc[e]));
+            }
+          }
+#if COLS_CL_STOP == 3  // (everything but the stores)
+          if (to_compute<C>(r.v[0]) == C(-7))
+#endif
+          store_pack<U, VEC>(y + yo[j] + (i64)u * NY * syl, r);
+        }
       }
     }
   }
+#ifdef COLS_CL_TRACE
+  CL_T(5);
+  __syncthreads();
+  CL_T(6);
+#endif
 }

@@ -227,18 +227,18 @@ def test_cols_cl_rules():
     assert cl(1, 2048, 1024, "bfloat16") and not cl(1, 2048, 1024, "float32")  # 4 MiB / 8 MiB
     for shape in ((1, 512, 16384), (64, 512, 256)):  # 16-bit, NR 8 in a cluster of 2
         assert cl(*shape, "bfloat16") and cl(*shape, "float16") and not cl(*shape, "float32"), shape
-        assert ", 8, 2, 2>" in plan(*shape, "bfloat16").kernel, shape
+        assert ", 8, 2, 2, 1>" in plan(*shape, "bfloat16").kernel, shape
     assert not cl(1, 1024, 8192, "bfloat16")  # NR 8 needs a cluster of 4: the sync kernel
     assert not cl(1, 1024, 8192, "float16") and not cl(8, 4096, 256, "float16")  # as bfloat16
     p = plan(1, 512, 512, "float32")
-    assert p.kernel.endswith(", 4, 256, 4, 4, 3>") and p.grid == (4, 16) and p.extra == (8, 4, 16, 4), p
+    assert p.kernel.endswith(", 4, 256, 4, 4, 3, 1>") and p.grid == (4, 16) and p.extra == (8, 4, 16, 4), p
     p = plan(1, 2048, 1024, "bfloat16")  # NR 4 would need a cluster of 16: NR 8, 8 blocks
-    assert p.kernel.endswith(", 8, 256, 8, 8, 2>") and p.grid == (8, 16), p
+    assert p.kernel.endswith(", 8, 256, 8, 8, 2, 1>") and p.grid == (8, 16), p
     p = plan(1, 1000, 1000, "bfloat16")  # NR 4 in a cluster of 8
-    assert p.kernel.endswith(", 8, 256, 4, 8, 3>") and p.grid == (8, 16), p
+    assert p.kernel.endswith(", 8, 256, 4, 8, 3, 1>") and p.grid == (8, 16), p
     for L, c in ((256, 1), (300, 2)):  # float32 over 4 MiB, axis under 512 rows: NR 8, 1-2 blocks
         p = plan(1, L, 32768, "float32")
-        assert p.kernel.endswith(f", 4, 256, 8, {c}, 2>") and p.grid == (c, 1024), (L, p)
+        assert p.kernel.endswith(f", 4, 256, 8, {c}, 2, 1>") and p.grid == (c, 1024), (L, p)
     assert not cl(1, 600, 32768, "float32")  # a sync block's rows: the sync kernel
     p = plan(3, 300, 20, "float32")  # a tile of 32 columns over 20, 128 rows a block: a cluster of 4
     assert p.kernel.startswith("softmax_cols_cl") and p.grid == (4, 3) and p.extra == (8, 4, 3, 4), p

@@ -873,8 +873,8 @@ def test_cols_cl(dtype, log):
     at most 8 blocks forced on each shape (clusters of 1, 2, 4 and 8 blocks,
     blocks with no rows of the axis, axes not a multiple of a block's rows,
     inner extents not a multiple of the tile, several outer slices), special
-    columns (NaN, +inf, all -inf, one -inf), output poisoned first; then the
-    public call."""
+    columns (NaN, +inf, all -inf, one -inf), output poisoned first; two tiles
+    a cluster (NT = 2, odd tile counts included); then the public call."""
     import cupy as cp
     from cusoftmax._launch import Launch
 
@@ -898,6 +898,11 @@ def test_cols_cl(dtype, log):
             check_forward(y, xh, axis=1, log=log, ctx=f"{p.kernel} grid {p.grid} {(O, L, I)}")
             ran += 1
         assert ran >= 1, (O, L, I)
+        # two tiles a cluster (the kernel's NT = 2; the dispatcher keeps 1)
+        p = _dispatch._plan_cols_cl(O, L, I, dtype, dtype, log, dev, v, nt=2)
+        y = cp.full((O, L, I), np.nan, dtype=np_dtype(dtype))
+        Launch(p, x.data.device_id).cols(x.data.ptr, y.data.ptr, O, L, I, L * I, I, L * I, I)
+        check_forward(y, xh, axis=1, log=log, ctx=f"{p.kernel} grid {p.grid} {(O, L, I)}")
         y = (cusoftmax.log_softmax if log else cusoftmax.softmax)(x, axis=1)
         check_forward(y, xh, axis=1, log=log, ctx=f"api {(O, L, I)}")
     assert seen == {1, 2, 4, 8}, seen
