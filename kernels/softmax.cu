@@ -1217,21 +1217,23 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
 // on that block's mbarrier for the tile (no cluster barrier in the exchange:
 // on H100 its release / acquire costs a GPU-scope memory barrier); each
 // block waits for the CL x wl partials, merges them in rank order (the same
-// totals in every block) and writes its rows. With NT = 2 the loads of both
-// tiles are issued first and the first tile is finished and stored while
-// the second's are still arriving: the stores then overlap the reads, which
-// with one tile a block begin only once every block's loads have landed
-// (tools/cl_phase.py). Clusters are independent, so any number of tiles
-// runs in waves and the launch is an ordinary one. A start barrier (arrive
-// after the mbarrier init, wait before the first remote write) makes sure
-// every block of the cluster has begun; a block exits only after every
-// byte sent to it has landed. Float arithmetic (16-bit or float32 input).
+// totals in every block) and writes its rows. NT = 2 issues both tiles'
+// loads first and finishes the first tile while the second's arrive; on
+// H100 it was slower everywhere measured (half the blocks; tools/cl_phase.py
+// --nt, kernels/cl_phase.txt run 2), so the dispatcher takes NT = 1 and
+// NT = 2 stays for experiments (test_cols_cl runs it). Clusters are
+// independent, so any number of tiles runs in waves and the launch is an
+// ordinary one. A start barrier (arrive after the mbarrier init, wait before
+// the first remote write) makes sure every block of the cluster has begun; a
+// block exits only after every byte sent to it has landed. Float arithmetic
+// (16-bit or float32 input).
 // ---------------------------------------------------------------------------
 #define COLS_CL_W_MAX 64  // tile width in elements (128 bytes of 16-bit input)
 // Phase hook of tools/cl_phase.py (0: the whole kernel; 1: end after the
 // block's own partials, 2: after the cluster's exchange, both of the first
-// tile; 3: everything but the stores; the library never defines it). `keep` (false in practice) uses the
-// phase's results so the compiler keeps the work.
+// tile; 3: everything but the stores; the library never defines it). Each
+// stop keeps a never-taken store of the phase's results, so the compiler
+// keeps the work.
 #ifndef COLS_CL_STOP
 #define COLS_CL_STOP 0
 #endif
@@ -1270,8 +1272,8 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
   __shared__ __align__(8) u64 mbar[NT];
   // float32 softmax at NR >= 8 keeps e^(x - base) from the reduction in
   // place of x, so the finish is one multiply an element (one exponential an
-  // element in all; H100, tools/cl_phase.py --var: (2048, 1024) at NR 8 in
-  // clusters of 8 17.2 -> 14.6 us; at NR 4 slower: (1000, 1000) 13.1 -> 14.5)
+  // element in all; H100, kernels/cl_phase.txt run 6: (2048, 1024) at NR 8
+  // in clusters of 8 17.2 -> 14.6 us; at NR 4 slower: (1000, 1000) 13.1 -> 14.5)
   constexpr bool KEEP = !LOG && NR >= 8 && IsSame<T, float>::value && IsSame<U, float>::value;
   CL_T(0);
   const int tx = threadIdx.x % TX, ly = threadIdx.x / TX, NY = THREADS / TX;
@@ -1384,7 +1386,7 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
     // thread): each thread merges its own columns' (faster there:
     // tools/cl_variants.py, kernels/cl_variants.txt). Both in rank order, so
     // every block gets the same totals. (A tree over CL lanes a column was
-    // slower on the small arrays: tools/cl_phase.py --var, kernels/cl_phase.txt.)
+    // slower on the small arrays: kernels/cl_phase.txt runs 4-6.)
     constexpr bool OWN = sizeof(T) == 4;
     if (!OWN && (int)threadIdx.x < wl[j]) {
       MD<C> tot = cpart[j][0][threadIdx.x];
@@ -1411,7 +1413,8 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
         }
         // KEEP: y = e^(x - base) * e^(base - m) / d; a thread with no finite
         // value keeps zeros (or NaN), scaled by 0 * (1 / d) (NaN for d = 0)
-        if constexpr (KEEP) sc[e] = lmax[e] == Num<C>::neg_inf() ? C(0) * sc[e] : Num<C>::exp(base[e] - m[e]) * sc[e];
+        if constexpr (KEEP)
+          sc[e] = lmax[e] == Num<C>::neg_inf() ? C(0) * sc[e] : Num<C>::exp(base[e] - m[e]) * sc[e];
       }
 #pragma unroll
       for (int u = 0; u < NR; ++u) {
