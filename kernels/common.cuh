@@ -58,15 +58,11 @@ template <> CSM_DEVICE double from_compute<double, float>(float v) { return (dou
 template <> CSM_DEVICE double from_compute<double, double>(double v) { return v; }
 template <> CSM_DEVICE float from_compute<float, double>(double v) { return (float)v; }
 template <> CSM_DEVICE bf16_t from_compute<bf16_t, float>(float v) {
-  // round to nearest even; NaN stays a (quiet) NaN
-  unsigned u = __float_as_uint(v);
+  // round to nearest even in one instruction (sm_80; NaN gives a quiet NaN),
+  // as convert_pack's cvt.rn.bf16x2.f32 (the integer form took six
+  // instructions and a select an element)
   bf16_t r;
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    r.bits = (unsigned short)((u >> 16) | 0x40u);
-  } else {
-    u += 0x7fffu + ((u >> 16) & 1u);
-    r.bits = (unsigned short)(u >> 16);
-  }
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.bits) : "f"(v));
   return r;
 }
 template <> CSM_DEVICE f16_t from_compute<f16_t, float>(float v) {
@@ -285,6 +281,24 @@ template <typename C> CSM_DEVICE MD<C> md_merge(MD<C> a, MD<C> b) {
   const C sa = (a.m == r.m) ? C(1) : Num<C>::exp(a.m - r.m);
   const C sb = (b.m == r.m) ? C(1) : Num<C>::exp(b.m - r.m);
   r.d = a.d * sa + b.d * sb;
+  return r;
+}
+
+// Merge N partials p[0], p[stride], ... in that order, max first: one
+// exponential a partial (md_merge's sequence takes two a step). All maxima
+// -inf gives (-inf, 0); a NaN maximum makes the sum NaN.
+template <typename C, int N> CSM_DEVICE MD<C> md_merge_all(const MD<C>* p, int stride) {
+  MD<C> r;
+  r.m = p[0].m;
+#pragma unroll
+  for (int q = 1; q < N; ++q) r.m = Num<C>::max(r.m, p[q * stride].m);
+  C d[2] = {C(0), C(0)};
+#pragma unroll
+  for (int q = 0; q < N; ++q) {
+    const MD<C> t = p[q * stride];
+    d[q % 2] += t.m == r.m ? t.d : t.d * Num<C>::exp(t.m - r.m);
+  }
+  r.d = d[0] + d[1];
   return r;
 }
 

@@ -782,10 +782,11 @@ softmax_cols_staged(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i6
     if (ok) {
       for (i64 l = lb + ly; l < le; l += NY) {
         const P p = cur[(l - lb) * TX + tx];
-        Pack<U, VEC> q;
+        C f[VEC];
 #pragma unroll
-        for (int e = 0; e < VEC; ++e)
-          q.v[e] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(p.v[e]), md[e].m, s[e]));
+        for (int e = 0; e < VEC; ++e) f[e] = finish_value<C, LOG>(to_compute<C>(p.v[e]), md[e].m, s[e]);
+        Pack<U, VEC> q;
+        convert_pack<U, C, VEC>(f, q);
         store_pack<U, VEC>(yc + l * syl, q);
       }
     }
@@ -1040,19 +1041,21 @@ softmax_cols_split_finish(const T* __restrict__ x, U* __restrict__ y,
     for (int u = 0; u < UNR; ++u) p[u] = load_pack<T, VEC>(xp + u * step);
 #pragma unroll
     for (int u = 0; u < UNR; ++u) {
-      Pack<U, VEC> q;
+      C f[VEC];
 #pragma unroll
-      for (int e = 0; e < VEC; ++e)
-        q.v[e] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(p[u].v[e]), m[e], sc[e]));
+      for (int e = 0; e < VEC; ++e) f[e] = finish_value<C, LOG>(to_compute<C>(p[u].v[e]), m[e], sc[e]);
+      Pack<U, VEC> q;
+      convert_pack<U, C, VEC>(f, q);
       store_pack<U, VEC>(yp + u * ystep, q);
     }
   }
   for (; l0 < le; l0 += NY, xp += step, yp += ystep) {
     const P p = load_pack<T, VEC>(xp);
-    Pack<U, VEC> q;
+    C f[VEC];
 #pragma unroll
-    for (int e = 0; e < VEC; ++e)
-      q.v[e] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(p.v[e]), m[e], sc[e]));
+    for (int e = 0; e < VEC; ++e) f[e] = finish_value<C, LOG>(to_compute<C>(p.v[e]), m[e], sc[e]);
+    Pack<U, VEC> q;
+    convert_pack<U, C, VEC>(f, q);
     store_pack<U, VEC>(yp, q);
   }
 }
@@ -1195,11 +1198,12 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
 #pragma unroll
       for (int u = 0; u < NR; ++u) {
         if (u < nv) {
-          Pack<U, VEC> r;
+          C f[VEC];
 #pragma unroll
           for (int e = 0; e < VEC; ++e)
-            r.v[e] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(v[u].v[e]), fin[tx * VEC + e].m,
-                                                          fin[tx * VEC + e].d));
+            f[e] = finish_value<C, LOG>(to_compute<C>(v[u].v[e]), fin[tx * VEC + e].m, fin[tx * VEC + e].d);
+          Pack<U, VEC> r;
+          convert_pack<U, C, VEC>(f, r);
           store_pack<U, VEC>(y + yo + u * ystep, r);
         }
       }
@@ -1234,6 +1238,11 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
 // tile; 3: everything but the stores; the library never defines it). Each
 // stop keeps a never-taken store of the phase's results, so the compiler
 // keeps the work.
+// Experiment hook (tools/ab_cols.py): 0 / 1 force the sequential / the
+// max-first reduction; 2 (the library's) takes cols_cl_max_first's rule.
+#ifndef COLS_CL_MF
+#define COLS_CL_MF 2
+#endif
 #ifndef COLS_CL_STOP
 #define COLS_CL_STOP 0
 #endif
@@ -1256,13 +1265,23 @@ __device__ unsigned long long cl_trace[1024 * 8];
   do {          \
   } while (0)
 #endif
+// The block reduction of softmax_cols_cl: max first (MF: the warp's column
+// maxima by shuffles, one exponential a value against them, sums added over
+// the warp, partials merged max first) or sequential (md_accumulate or two
+// sweeps a thread, md_merge over the lanes, the warps and the cluster). MF
+// takes fewer exponentials and one more shuffle phase; measured (H100,
+// tools/ab_cols.py, kernels/cl_mf.txt) faster for bfloat16 everywhere and
+// for float16 at NR 8 in clusters of 8, slower for float16 elsewhere and for
+// float32 (1000, 1000). Rows a thread that are not a multiple of 4 need it.
+template <typename T, int NR, int CL> __host__ __device__ constexpr bool cols_cl_max_first() {
+  return IsSame<T, bf16_t>::value || (IsSame<T, f16_t>::value && NR >= 8 && CL >= 8) || NR % 4 != 0;
+}
 template <typename T, typename U, bool LOG, int VEC, int THREADS, int NR, int CL, int MINB, int NT>
 __global__ void CSM_CLUSTER_DIMS(CL) __launch_bounds__(THREADS, MINB)
 softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
                 i64 sxo, i64 sxl, i64 syo, i64 syl, int TX) {
   typedef typename ComputeOf2<T, U>::type C;
   static_assert(sizeof(C) == 4, "float arithmetic (st.async of (m, d) as two floats)");
-  static_assert(NR % 4 == 0, "rows a thread: a multiple of 4");
   static_assert(NT >= 1 && NT <= 2, "tiles a cluster: 1 or 2");
   typedef Pack<T, VEC> P;
   constexpr int WARPS = THREADS / 32;
@@ -1274,6 +1293,8 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
   // place of x, so the finish is one multiply an element (one exponential an
   // element in all; H100, kernels/cl_phase.txt run 6: (2048, 1024) at NR 8
   // in clusters of 8 17.2 -> 14.6 us; at NR 4 slower: (1000, 1000) 13.1 -> 14.5)
+  constexpr bool MF = COLS_CL_MF == 2 ? cols_cl_max_first<T, NR, CL>() : COLS_CL_MF == 1;
+  static_assert(MF || NR % 4 == 0, "rows a thread: a multiple of 4 (the sequential reduction)");
   constexpr bool KEEP = !LOG && NR >= 8 && IsSame<T, float>::value && IsSame<U, float>::value;
   CL_T(0);
   const int tx = threadIdx.x % TX, ly = threadIdx.x / TX, NY = THREADS / TX;
@@ -1312,43 +1333,80 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
     if (wl[j] == 0) break;  // (cluster-uniform: no later tile either)
-    MD<C> md[VEC];
-    C base[VEC], lmax[VEC];  // KEEP: what the kept exponentials were taken against; the thread's max
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
-    if constexpr (KEEP) {  // max first, then e^(x - base) kept in place of x
+    C base[VEC], lmax[VEC];  // KEEP: what the kept exponentials were taken against, the max they came from
+    // max first (MF): the thread's column maxima, then the warp's (lanes with the
+    // same tx) by shuffles without exponentials; one exponential a value
+    // against the warp max (kept for the finish under KEEP), the sums added
+    // over the warp. A warp's (max, sum) is then exact up to the additions.
+    if constexpr (MF) {
+      const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
       for (int e = 0; e < VEC; ++e) {
+        C mx = Num<C>::neg_inf();
 #pragma unroll
         for (int u = 0; u < NR; ++u)
-          if (u < nv[j]) md[e].m = Num<C>::max(md[e].m, v[j][u].v[e]);
-        lmax[e] = md[e].m;
-        base[e] = lmax[e] == Num<C>::neg_inf() ? C(0) : lmax[e];
-        C d[4] = {C(0), C(0), C(0), C(0)};
+          if (u < nv[j]) mx = Num<C>::max(mx, to_compute<C>(v[j][u].v[e]));
+        for (int off = TX; off < 32; off <<= 1) mx = Num<C>::max(mx, shfl_xor(mx, off));
+        lmax[e] = mx;
+        base[e] = mx == Num<C>::neg_inf() ? C(0) : mx;
+      }
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        C d[2] = {C(0), C(0)};
 #pragma unroll
         for (int u = 0; u < NR; ++u)
           if (u < nv[j]) {
-            v[j][u].v[e] = Num<C>::exp(v[j][u].v[e] - base[e]);
-            d[u % 4] += v[j][u].v[e];
+            const C t = Num<C>::exp(to_compute<C>(v[j][u].v[e]) - base[e]);
+            if constexpr (KEEP) v[j][u].v[e] = t;
+            d[u % 2] += t;
           }
-        md[e].d = (d[0] + d[1]) + (d[2] + d[3]);
-      }
-    } else if constexpr (IsSame<T, f16_t>::value) {  // (as softmax_cols_sync)
-      cols_md_two_sweeps<C, T, VEC, NR>(md, v[j], nv[j]);
-    } else {
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) {  // four rows at a time (fewer live registers)
-#pragma unroll
-        for (int u0 = 0; u0 < NR; u0 += 4) {
-          C c[4];
-#pragma unroll
-          for (int q = 0; q < 4; ++q)
-            c[q] = u0 + q < nv[j] ? to_compute<C>(v[j][u0 + q].v[e]) : Num<C>::neg_inf();
-          md_accumulate<C, 4>(md[e], c);
+        C dd = d[0] + d[1];
+        for (int off = TX; off < 32; off <<= 1) dd += shfl_xor(dd, off);
+        if (lane < TX) {
+          MD<C> w;
+          w.m = lmax[e];
+          w.d = dd;
+          red[j][warp * COLS_CL_W_MAX + lane * VEC + e] = w;
         }
       }
+    } else {
+      MD<C> md[VEC];
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) md[e] = md_identity<C>();
+      if constexpr (KEEP) {  // max first, then e^(x - base) kept in place of x
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+#pragma unroll
+          for (int u = 0; u < NR; ++u)
+            if (u < nv[j]) md[e].m = Num<C>::max(md[e].m, v[j][u].v[e]);
+          lmax[e] = md[e].m;
+          base[e] = lmax[e] == Num<C>::neg_inf() ? C(0) : lmax[e];
+          C d[4] = {C(0), C(0), C(0), C(0)};
+#pragma unroll
+          for (int u = 0; u < NR; ++u)
+            if (u < nv[j]) {
+              v[j][u].v[e] = Num<C>::exp(v[j][u].v[e] - base[e]);
+              d[u % 4] += v[j][u].v[e];
+            }
+          md[e].d = (d[0] + d[1]) + (d[2] + d[3]);
+        }
+      } else if constexpr (IsSame<T, f16_t>::value) {  // (as softmax_cols_sync)
+        cols_md_two_sweeps<C, T, VEC, NR>(md, v[j], nv[j]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {  // four rows at a time (fewer live registers)
+#pragma unroll
+          for (int u0 = 0; u0 < NR; u0 += 4) {
+            C c[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+              c[q] = u0 + q < nv[j] ? to_compute<C>(v[j][u0 + q].v[e]) : Num<C>::neg_inf();
+            md_accumulate<C, 4>(md[e], c);
+          }
+        }
+      }
+      cols_warp_fold<C, VEC, COLS_CL_W_MAX>(md, TX, red[j]);
     }
-    cols_warp_fold<C, VEC, COLS_CL_W_MAX>(md, TX, red[j]);
     __syncthreads();
     if (j == 0) CL_T(1);
     if constexpr (CL > 1) {
@@ -1361,7 +1419,11 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
 #endif
     if ((int)threadIdx.x < wl[j]) {  // this block's partial of column threadIdx.x, to every block
       MD<C> r = md_identity<C>();
-      for (int w = 0; w < WARPS; ++w) r = md_merge(r, red[j][w * COLS_CL_W_MAX + threadIdx.x]);
+      if constexpr (MF) {
+        r = md_merge_all<C, WARPS>(&red[j][threadIdx.x], COLS_CL_W_MAX);
+      } else {
+        for (int w = 0; w < WARPS; ++w) r = md_merge(r, red[j][w * COLS_CL_W_MAX + threadIdx.x]);
+      }
       if constexpr (CL > 1) {
 #pragma unroll
         for (int q = 0; q < CL; ++q)
@@ -1390,8 +1452,12 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
     constexpr bool OWN = sizeof(T) == 4;
     if (!OWN && (int)threadIdx.x < wl[j]) {
       MD<C> tot = cpart[j][0][threadIdx.x];
+      if constexpr (MF) {
+        tot = md_merge_all<C, CL>(&cpart[j][0][threadIdx.x], COLS_CL_W_MAX);
+      } else {
 #pragma unroll
-      for (int q = 1; q < CL; ++q) tot = md_merge(tot, cpart[j][q][threadIdx.x]);
+        for (int q = 1; q < CL; ++q) tot = md_merge(tot, cpart[j][q][threadIdx.x]);
+      }
       fin[j][threadIdx.x].m = tot.m;
       fin[j][threadIdx.x].d = row_scale<C, LOG>(tot);
     }
@@ -1403,8 +1469,12 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
       for (int e = 0; e < VEC; ++e) {
         if constexpr (OWN) {
           MD<C> tot = cpart[j][0][tx * VEC + e];
+          if constexpr (MF) {
+            tot = md_merge_all<C, CL>(&cpart[j][0][tx * VEC + e], COLS_CL_W_MAX);
+          } else {
 #pragma unroll
-          for (int q = 1; q < CL; ++q) tot = md_merge(tot, cpart[j][q][tx * VEC + e]);
+            for (int q = 1; q < CL; ++q) tot = md_merge(tot, cpart[j][q][tx * VEC + e]);
+          }
           m[e] = tot.m;
           sc[e] = row_scale<C, LOG>(tot);
         } else {
@@ -1419,15 +1489,17 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
 #pragma unroll
       for (int u = 0; u < NR; ++u) {
         if (u < nv[j]) {
-          Pack<U, VEC> r;
+          C f[VEC];
 #pragma unroll
           for (int e = 0; e < VEC; ++e) {
             if constexpr (KEEP) {
-              r.v[e] = from_compute<U>(v[j][u].v[e] * sc[e]);
+              f[e] = v[j][u].v[e] * sc[e];
             } else {
-              r.v[e] = from_compute<U>(finish_value<C, LOG>(to_compute<C>(v[j][u].v[e]), m[e], sc[e]));
+              f[e] = finish_value<C, LOG>(to_compute<C>(v[j][u].v[e]), m[e], sc[e]);
             }
           }
+          Pack<U, VEC> r;  // (16-bit output converted two at a time)
+          convert_pack<U, C, VEC>(f, r);
 #if COLS_CL_STOP == 3  // (everything but the stores)
           if (to_compute<C>(r.v[0]) == C(-7))
 #endif
