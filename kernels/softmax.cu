@@ -1289,12 +1289,12 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
   __shared__ __align__(8) MD<C> cpart[NT][CL][COLS_CL_W_MAX];  // the cluster's partials, slot = rank
   __shared__ MD<C> fin[NT][COLS_CL_W_MAX];  // the tile's column totals
   __shared__ __align__(8) u64 mbar[NT];
+  constexpr bool MF = COLS_CL_MF == 2 ? cols_cl_max_first<T, NR, CL>() : COLS_CL_MF == 1;
+  static_assert(MF || NR % 4 == 0, "rows a thread: a multiple of 4 (the sequential reduction)");
   // float32 softmax at NR >= 8 keeps e^(x - base) from the reduction in
   // place of x, so the finish is one multiply an element (one exponential an
   // element in all; H100, kernels/cl_phase.txt run 6: (2048, 1024) at NR 8
   // in clusters of 8 17.2 -> 14.6 us; at NR 4 slower: (1000, 1000) 13.1 -> 14.5)
-  constexpr bool MF = COLS_CL_MF == 2 ? cols_cl_max_first<T, NR, CL>() : COLS_CL_MF == 1;
-  static_assert(MF || NR % 4 == 0, "rows a thread: a multiple of 4 (the sequential reduction)");
   constexpr bool KEEP = !LOG && NR >= 8 && IsSame<T, float>::value && IsSame<U, float>::value;
   CL_T(0);
   const int tx = threadIdx.x % TX, ly = threadIdx.x / TX, NY = THREADS / TX;
