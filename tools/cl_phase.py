@@ -44,6 +44,7 @@ from cusoftmax._launch import Launch, device_info
 from cusoftmax._loader import expanded_source, COMPILE_OPTIONS
 from tune import timeit
 from tune_cols import make
+from narrow_try import fn_of
 
 SHAPES = [(1, 1000, 1000), (1, 2048, 1024), (1, 512, 512)]
 COPY_SRC = r'''
@@ -90,15 +91,6 @@ scopy(const uint4* __restrict__ x, uint4* __restrict__ y, long long L, long long
     if (l0 + u * NY < L) y[(l0 + u * NY) * I16 + i] = v[u];
 }
 '''
-_mods = {}
-
-
-def fn_of(kernel, src, opts=(), code=None):
-    key = (kernel, src, opts)
-    if key not in _mods:
-        _mods[key] = cp.RawModule(code=code if code is not None else expanded_source(src),
-                                  options=COMPILE_OPTIONS + opts, name_expressions=[kernel]).get_function(kernel)
-    return _mods[key]
 
 
 def main():

@@ -47,11 +47,13 @@ SYNC_SHAPES = [(1, 2048, 1024), (1, 2048, 4096), (1, 8192, 1024), (1, 16384, 512
 _mods = {}
 
 
-def fn_of(kernel, src="softmax.cu", opts=()):
+def fn_of(kernel, src="softmax.cu", opts=(), code=None):
+    """``kernel`` compiled from kernels/``src`` (or from the source text
+    ``code``, src None) with extra NVRTC ``opts``, once."""
     key = (kernel, src, opts)
     if key not in _mods:
-        _mods[key] = cp.RawModule(code=expanded_source(src), options=COMPILE_OPTIONS + opts,
-                                  name_expressions=[kernel]).get_function(kernel)
+        _mods[key] = cp.RawModule(code=code if code is not None else expanded_source(src),
+                                  options=COMPILE_OPTIONS + opts, name_expressions=[kernel]).get_function(kernel)
     return _mods[key]
 
 
