@@ -176,6 +176,30 @@ template <typename T, int N> CSM_DEVICE void store_pack(T* p, const Pack<T, N>& 
   *reinterpret_cast<typename Pack<T, N>::raw_t*>(p) = v.raw;
 }
 
+// Store of the strided-axis (cols) kernels: 16-byte packs without L1
+// allocation (st.global.L1::no_allocate). H100: plain stores of rows that do
+// not start on 128-byte lines (a 128-byte tile row then covers parts of two
+// lines: e.g. (1000, 1000) float32 reduced over axis 0) cost those kernels up
+// to 2.3x; without L1 allocation float32 (1000, 3000) takes 18 us instead of
+// 32 and (5000, 3000) 61 instead of 113 (tools/ab_cols.py,
+// kernels/cols_store_hint.txt). Other widths, and before sm_90 (not
+// measured there): a plain store.
+template <typename T, int N> CSM_DEVICE void store_pack_cols(T* p, const Pack<T, N>& v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool HINT = sizeof(T) * N == 16;
+#else
+  constexpr bool HINT = false;
+#endif
+  if constexpr (HINT) {
+    const unsigned* w = reinterpret_cast<const unsigned*>(&v.raw);
+    asm volatile("st.global.L1::no_allocate.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]),
+                 "r"(w[2]), "r"(w[3])
+                 : "memory");
+  } else {
+    store_pack<T, N>(p, v);
+  }
+}
+
 // Elements of a row that a pack covers start at (pack_index * N - mis), where
 // `mis` is the row's misalignment in elements (row start address modulo the
 // pack width). Packs overlapping [0, L) are loaded whole (an aligned access

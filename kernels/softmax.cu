@@ -787,7 +787,7 @@ softmax_cols_staged(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i6
         for (int e = 0; e < VEC; ++e) f[e] = finish_value<C, LOG>(to_compute<C>(p.v[e]), md[e].m, s[e]);
         Pack<U, VEC> q;
         convert_pack<U, C, VEC>(f, q);
-        store_pack<U, VEC>(yc + l * syl, q);
+        store_pack_cols<U, VEC>(yc + l * syl, q);
       }
     }
   }
@@ -1046,7 +1046,7 @@ softmax_cols_split_finish(const T* __restrict__ x, U* __restrict__ y,
       for (int e = 0; e < VEC; ++e) f[e] = finish_value<C, LOG>(to_compute<C>(p[u].v[e]), m[e], sc[e]);
       Pack<U, VEC> q;
       convert_pack<U, C, VEC>(f, q);
-      store_pack<U, VEC>(yp + u * ystep, q);
+      store_pack_cols<U, VEC>(yp + u * ystep, q);
     }
   }
   for (; l0 < le; l0 += NY, xp += step, yp += ystep) {
@@ -1056,7 +1056,7 @@ softmax_cols_split_finish(const T* __restrict__ x, U* __restrict__ y,
     for (int e = 0; e < VEC; ++e) f[e] = finish_value<C, LOG>(to_compute<C>(p.v[e]), m[e], sc[e]);
     Pack<U, VEC> q;
     convert_pack<U, C, VEC>(f, q);
-    store_pack<U, VEC>(yp, q);
+    store_pack_cols<U, VEC>(yp, q);
   }
 }
 
@@ -1194,7 +1194,7 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
     }
     __syncthreads();
     if (nv > 0) {
-      const i64 yo = yoff(q);
+      U* yp = y + yoff(q);
 #pragma unroll
       for (int u = 0; u < NR; ++u) {
         if (u < nv) {
@@ -1204,7 +1204,8 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
             f[e] = finish_value<C, LOG>(to_compute<C>(v[u].v[e]), fin[tx * VEC + e].m, fin[tx * VEC + e].d);
           Pack<U, VEC> r;
           convert_pack<U, C, VEC>(f, r);
-          store_pack<U, VEC>(y + yo + u * ystep, r);
+          store_pack_cols<U, VEC>(yp, r);
+          yp += ystep;
         }
       }
     }
@@ -1503,7 +1504,7 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
 #if COLS_CL_STOP == 3  // (everything but the stores)
           if (to_compute<C>(r.v[0]) == C(-7))
 #endif
-          store_pack<U, VEC>(y + yo[j] + (i64)u * NY * syl, r);
+          store_pack_cols<U, VEC>(y + yo[j] + (i64)u * NY * syl, r);
         }
       }
     }

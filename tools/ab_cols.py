@@ -82,7 +82,8 @@ def main():
                       f"{o / n:.3f}x faster, err {errs[srcs[0]]:.1e} / {errs[srcs[1]]:.1e}, same {same}"
                       + (" WRONG" if max(errs.values()) > tol else ""), flush=True)
             else:
-                print(f"{dt:9s} {(O, L, I)} {short:4s} nr{plan.extra[3]} c{plan.extra[1]} contig {b['contig']:5.1f} | "
+                shape_of = f"nr{plan.extra[3]} c{plan.extra[1]}" if len(plan.extra) >= 4 else ""
+                print(f"{dt:9s} {(O, L, I)} {short:4s} {shape_of} contig {b['contig']:5.1f} | "
                       + " | ".join(f"{k.replace('.cu', '')} {b[k]:5.1f} {b[k] / b['contig']:.2f}x"
                                    + (" WRONG" if errs[k] > tol else "") for k in srcs)
                       + f" | same {same}", flush=True)
