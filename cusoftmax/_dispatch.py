@@ -298,7 +298,10 @@ COLS_SYNC_MAX_ROUNDS = 64
 #: COLS_CL_MAX_BYTES take it, like 16-bit ones, at NR = COLS_CL_16_NR in a
 #: cluster of at most COLS_CL_16_MAX_CLUSTER, where the axis is shorter than a
 #: sync block's rows (the sync kernel cannot take it): float32 (256, 32768)
-#: 1.15x (NR 8, one block a tile) against 1.52x split.
+#: 1.15x (NR 8, one block a tile) against 1.52x split. (These figures predate
+#: c49a5a8's stores without L1 allocation, which moved rows off 128-byte
+#: lines, e.g. (1000, 1000): float32 1.37x, bfloat16 1.24x at NR 4 in
+#: clusters of 8, kernels/layout_table.txt; the rule was not re-measured.)
 COLS_CL_THREADS = 256
 COLS_CL_NR = (4, 8, 16)
 COLS_CL_MINB = {4: 3, 8: 2, 16: 1}
