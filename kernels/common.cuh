@@ -180,7 +180,7 @@ template <typename T, int N> CSM_DEVICE void store_pack(T* p, const Pack<T, N>& 
 // allocation (st.global.L1::no_allocate). H100: plain stores of rows that do
 // not start on 128-byte lines (a 128-byte tile row then covers parts of two
 // lines: e.g. (1000, 1000) float32 reduced over axis 0) cost those kernels up
-// to 2.3x; without L1 allocation float32 (1000, 3000) takes 18 us instead of
+// to 2.4x; without L1 allocation float32 (1000, 3000) takes 18 us instead of
 // 32 and (5000, 3000) 61 instead of 113 (tools/ab_cols.py,
 // kernels/cols_store_hint.txt). Other widths, and before sm_90 (not
 // measured there): a plain store.

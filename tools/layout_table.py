@@ -22,7 +22,8 @@ SHAPES = [(1, 512, 512), (1, 200, 4096), (1, 1000, 1000), (1, 2048, 1024), (1, 5
           (1, 8192, 1024), (1, 16384, 512), (1, 32768, 256), (1, 65536, 64), (1, 65536, 128),
           (1, 256, 32768), (1, 8192, 8192), (1, 16384, 4096), (4, 262144, 64)]
 # rows of the unit-stride axis that do not start on 128-byte lines (I x itemsize
-# not a multiple of 128; the last two not even of 16 bytes in 16-bit / any dtype)
+# not a multiple of 128); of these, I x itemsize is not a multiple of 16 either
+# for (1, 700, 1500) in 16-bit and for (1, 1000, 1001) in every dtype
 SHAPES += [(1, 1000, 600), (1, 2000, 1000), (1, 1000, 3000), (1, 3000, 1000), (1, 5000, 3000),
            (1, 512, 15000), (1, 700, 1500), (1, 1000, 1001)]
 
