@@ -270,7 +270,7 @@ COLS_SPLIT_FROM_L = 8192
 #: blocks 1.85x, NR 16 in 64 blocks 1.48x).
 COLS_SYNC_THREADS = 256
 COLS_SYNC_NR = (4, 16)
-COLS_SYNC_MINB = {4: 3, 16: 2}
+COLS_SYNC_MINB = {4: 3, 16: 2, 32: 2}  # (NR 32: narrow packs only, see COLS_NARROW_NR)
 COLS_SYNC_NR_MAX_SPLITS = {4: 32, 16: 256}
 COLS_SYNC_MAX_SPLITS = 256
 COLS_SYNC_MAX_ROUNDS = 64
@@ -304,7 +304,7 @@ COLS_SYNC_MAX_ROUNDS = 64
 #: clusters of 8, kernels/layout_table.txt; the rule was not re-measured.)
 COLS_CL_THREADS = 256
 COLS_CL_NR = (4, 8, 16)
-COLS_CL_MINB = {4: 3, 8: 2, 16: 1}
+COLS_CL_MINB = {4: 3, 8: 2, 16: 1, 32: 2}  # (NR 32: narrow packs only, see COLS_NARROW_NR)
 COLS_CL_CLUSTERS = (1, 2, 4, 8)
 COLS_CL_FIRST_CLUSTER = {2: 8, 4: 8}  # by input itemsize (see above)
 COLS_CL_MAX_BYTES = 4 << 20
@@ -313,6 +313,33 @@ COLS_CL_16_MAX_CLUSTER = 2
 COLS_CL_DTYPES = ("float16", "bfloat16", "float32")
 COLS_CL_MAX_TILES = 65535
 COLS_CL_W_MAX = 64  # widest tile in elements (softmax.cu's COLS_CL_W_MAX)
+#: Narrow packs: a unit-stride axis (or a stride, or a pointer) that is not a
+#: multiple of 16 bytes, e.g. (1000, 1001) or 16-bit (700, 1500), gives packs
+#: of 8, 4 or 2 bytes or scalars. Same-dtype float16 / bfloat16 / float32 on
+#: sm_90 then take softmax_cols_cl with those packs (a thread's rows then hold
+#: fewer registers, so NR goes up to 32, in clusters of 2 or more: alone a
+#: block spills at 2 blocks an SM), and axes too long for a cluster of 8 take
+#: softmax_cols_sync with scalars (without the cp.async prefetch, which moves
+#: 16-byte packs; 8-byte packs spill at NR 32) in at most
+#: COLS_NARROW_SYNC_MAX_ROUNDS rounds; the rest stream
+#: split (float32 (8000, 1001) 1.84x against 2.63x staged). The cl plan:
+#: 16-bit packs of COLS_NARROW_PACK_BYTES, then scalars (measured faster than
+#: 4-byte 16-bit or 8-byte float32 packs: (1000, 1002) 1.26-1.31x against
+#: 1.31-1.43x); NR in COLS_NARROW_NR order; the first whose grid has at least
+#: COLS_NARROW_MIN_BLOCKS x SMs blocks, else the one with the most. H100 (tools/cols_narrow_try.py,
+#: kernels/cols_narrow.txt), time against the same data contiguous:
+#: (1000, 1001) bfloat16 1.25x (scalars, NR 16, clusters of 8) vs 2.39x
+#: split, float16 1.27-1.29x vs 2.39-2.50x, float32 1.32-1.34x vs 1.73x
+#: staged; 16-bit (700, 1500) 1.21-1.24x (8-byte packs, NR 8) vs 2.09-2.20x;
+#: (333, 3001) 1.17-1.39x (NR 32, clusters of 2) vs 1.91-2.34x; (2000, 3001)
+#: 1.58-1.92x vs 2.26-2.50x; (4000, 1001) by sync at NR 32 1.81-2.04x vs
+#: 1.93-2.37x. Sync in 4 rounds lost to the split stream ((8000, 1001)
+#: bfloat16 2.39x vs 2.13x).
+COLS_NARROW_NR = (32, 16, 8)
+COLS_NARROW_PACK_BYTES = 8
+COLS_NARROW_MIN_BLOCKS = 1.25
+COLS_NARROW_SYNC_NR = 32
+COLS_NARROW_SYNC_MAX_ROUNDS = 2
 #: Grid-stride kernels launch at most this many blocks per SM.
 MAX_BLOCKS_PER_SM = 32
 #: Allowed "packs per thread" values (template instantiations): a need is
@@ -810,7 +837,7 @@ def _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec, segment=COLS_S
 
 
 def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=None,
-                    min_rounds=1, segment=COLS_SPLIT_SEGMENT) -> Optional[LaunchPlan]:
+                    min_rounds=1, segment=COLS_SPLIT_SEGMENT, v=None) -> Optional[LaunchPlan]:
     """softmax_cols_sync: the split stream's tiles in one cooperative launch,
     x read once (rows held in registers). ``nr``: packs a thread (one of
     COLS_SYNC_NR; None: of those splitting the axis over at most
@@ -827,9 +854,16 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
     osz = numpy.dtype(_np_name(out_dtype)).itemsize
     vmax = VECTOR_BYTES // max(isz, osz)
-    v = vmax if vec >= vmax else 1
-    if v * isz != VECTOR_BYTES or compute_itemsize(in_dtype, out_dtype) == 8:
-        return None  # 16-byte packs of x (cp.async) and float arithmetic only
+    if v is None:
+        v = vmax if vec >= vmax else 1
+        if v * isz != VECTOR_BYTES:
+            return None  # 16-byte packs of x (cp.async)
+    elif v > vec or v > vmax:
+        return None
+    if v * isz != VECTOR_BYTES:
+        pf = False  # (cp.async moves 16-byte packs)
+    if compute_itemsize(in_dtype, out_dtype) == 8:
+        return None  # float arithmetic only
     th = COLS_SYNC_THREADS
     w = max(v, min(segment // isz, _next_pow2(I), 32 * v))
     tx = w // v
@@ -870,7 +904,7 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
 
 
 def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
-                  segment=COLS_SPLIT_SEGMENT, nt=1) -> Optional[LaunchPlan]:
+                  segment=COLS_SPLIT_SEGMENT, nt=1, v=None) -> Optional[LaunchPlan]:
     """softmax_cols_cl: a cluster of 1-8 blocks a tile, rows in registers,
     partials exchanged through distributed shared memory (sm_90, same-dtype
     float16 / bfloat16 / float32 with 16-byte packs of x and y). ``nr``: packs
@@ -881,8 +915,9 @@ def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
     if (dev.cc < 90 or in_dtype != out_dtype or in_dtype not in COLS_CL_DTYPES):
         return None
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
-    v = VECTOR_BYTES // isz
-    if vec < v:
+    if v is None:
+        v = VECTOR_BYTES // isz
+    if vec < v or v * isz > VECTOR_BYTES:
         return None
     w = max(v, min(segment // isz, _next_pow2(I), 32 * v))
     tx = w // v
@@ -928,6 +963,33 @@ def _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[Lau
     return None
 
 
+def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[LaunchPlan]:
+    """The plan for packs narrower than 16 bytes (see COLS_NARROW_NR): a
+    softmax_cols_cl plan, a softmax_cols_sync plan in at most
+    COLS_NARROW_SYNC_MAX_ROUNDS rounds, or None (the split stream). sm_90,
+    same-dtype COLS_CL_DTYPES only (the caller checks)."""
+    best = None
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    wide = vec if isz == 2 and vec * isz == COLS_NARROW_PACK_BYTES else 1
+    for v in sorted({wide, 1}, reverse=True):
+        for nr in COLS_NARROW_NR:
+            p = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=nr, v=v)
+            if p is None or (nr > 16 and p.extra[1] == 1):  # (NR 32 alone spills at 2 blocks an SM)
+                continue
+            blocks = p.grid[0] * p.grid[1]
+            if blocks >= COLS_NARROW_MIN_BLOCKS * dev.sm_count:
+                return p
+            if best is None or blocks > best[0]:
+                best = (blocks, p)
+    if best is not None:
+        return best[1]
+    sy = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=COLS_NARROW_SYNC_NR, v=1)
+    if (sy is not None and sy.extra[1] <= COLS_SYNC_MAX_SPLITS
+            and _cdiv(sy.extra[2] * sy.extra[1], sy.grid[0]) <= COLS_NARROW_SYNC_MAX_ROUNDS):
+        return sy
+    return None
+
+
 def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
               dev: DeviceInfo, vec: int = 1) -> LaunchPlan:
     """Plan for the (O, L, I) layout, reduction along L, unit-stride I.
@@ -937,7 +999,9 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     take ``softmax_cols`` (in registers, one read); on sm_90, same-dtype
     16-bit / float32 axes with 16-byte packs whose tile fits a cluster's
     registers take ``softmax_cols_cl`` where measured faster (small arrays,
-    16-bit tiles over two blocks: ``_choose_cols_cl``); longer axes with 16-byte
+    16-bit tiles over two blocks: ``_choose_cols_cl``), and those with
+    narrower packs the narrow-pack plans (``_choose_cols_narrow``: the
+    cluster kernel, the sync kernel in two rounds, else the split stream); longer axes with 16-byte
     packs of x and float arithmetic, at least one sync block's rows long and
     split over at most COLS_SYNC_MAX_SPLITS blocks a tile, take
     ``softmax_cols_sync`` (one launch, one read); other longer float32 / float64
@@ -960,6 +1024,9 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     threads = COLS_THREADS
     max_threads = COLS_MAX_THREADS_F64 if wide_c else COLS_MAX_THREADS
     if L > COLS_REGS_MAX_L:
+        if vec * isz < VECTOR_BYTES and dev.cc >= 90 and in_dtype == out_dtype and in_dtype in COLS_CL_DTYPES:
+            nw = _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec)
+            return nw if nw is not None else _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec)
         cl = _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec)
         if cl is not None:
             return cl
@@ -1062,6 +1129,21 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                                 k = (f"softmax_cols_cl<{T}, {T}, {'true' if log else 'false'}, {v}, "
                                      f"{COLS_CL_THREADS}, {r}, {c}, {COLS_CL_MINB[r]}, 1>")
                                 found[("softmax.cu", k)] = None
+                    if dev.cc >= 90 and ti == to and ti in COLS_CL_DTYPES:  # the narrow-pack cl / sync variants
+                        T, LG = CTYPE[ti], "true" if log else "false"
+                        isz = numpy.dtype(_np_name(ti)).itemsize
+                        for v in sorted({1, COLS_NARROW_PACK_BYTES // isz if isz == 2 else 1}):
+                            for r in COLS_NARROW_NR:
+                                for c in COLS_CL_CLUSTERS:
+                                    if r > 16 and c == 1:
+                                        continue
+                                    k = (f"softmax_cols_cl<{T}, {T}, {LG}, {v}, {COLS_CL_THREADS}, {r}, {c}, "
+                                         f"{COLS_CL_MINB[r]}, 1>")
+                                    found[("softmax.cu", k)] = None
+                        r = COLS_NARROW_SYNC_NR  # (scalars)
+                        k = (f"softmax_cols_sync<{T}, {T}, {LG}, 1, {COLS_SYNC_THREADS}, {r}, "
+                             f"{COLS_SYNC_MINB[r]}, false>")
+                        found[("softmax.cu", k)] = None
                     if vec and (ti, to) in COLS_STAGED_PAIRS:  # every staged variant
                         isz = numpy.dtype(_np_name(ti)).itemsize
                         vmax = VECTOR_BYTES // max(isz, numpy.dtype(_np_name(to)).itemsize)

@@ -38,14 +38,17 @@ def test_cols_plans_within_limits(dev):
             if p.kernel.startswith("softmax_cols_sync"):  # one cooperative launch
                 v, th, nr, minb, pf = _args(p)[3:8]
                 v, th, nr, minb = int(v), int(th), int(nr), int(minb)
-                assert pf == "true" and v * _isz(tin) == _dispatch.VECTOR_BYTES and v <= vec, ctx
+                narrow = v * _isz(tin) < _dispatch.VECTOR_BYTES  # (no cp.async prefetch)
+                assert v <= vec and (pf == "false" if narrow else pf == "true"), ctx
+                assert not narrow or (dev.cc >= 90 and tin == tout and nr == _dispatch.COLS_NARROW_SYNC_NR
+                                      and v == 1), ctx
                 assert p.sync and p.fallback is not None and p.fallback.pre_kernel, ctx
                 splits, tiles = p.extra[1], p.extra[2]
                 assert tiles == O * -(-I // (tx * v)) and th == p.block[0] == 256 and p.extra[3] == nr, ctx
                 assert L >= th // tx * nr, ctx  # a block's rows all inside the axis at least once
                 assert (splits - 1) * (th // tx) * nr < L <= splits * (th // tx) * nr, ctx
                 # whole tiles a round, every block resident at once (registers and shared memory)
-                assert p.smem == nr * th * 16, ctx
+                assert p.smem == (0 if narrow else nr * th * 16), ctx
                 per_sm = min(minb, (dev.max_smem + 1024) // (p.smem + (th // 32) * 256 * 8 + 1024))
                 assert p.grid[0] % splits == 0 and p.grid[0] <= min(tiles * splits, per_sm * dev.sm_count), ctx
                 assert splits <= _dispatch.COLS_SYNC_MAX_SPLITS, ctx
@@ -55,7 +58,9 @@ def test_cols_plans_within_limits(dev):
             if p.kernel.startswith("softmax_cols_cl"):  # a cluster a tile (sm_90)
                 v, th, nr, c, minb = (int(a) for a in _args(p)[3:8])
                 assert dev.cc >= 90 and tin == tout and tin in _dispatch.COLS_CL_DTYPES, ctx
-                assert v * _isz(tin) == _dispatch.VECTOR_BYTES and v <= vec, ctx
+                # 16-byte packs, or (narrow: the widest vec allows is narrower) 8-byte 16-bit ones or scalars
+                assert v <= vec and (v * _isz(tin) == _dispatch.VECTOR_BYTES if vec * _isz(tin) >= 16
+                                     else v == 1 or (_isz(tin) == 2 and v * 2 == 8)), ctx
                 assert tx * v <= 64 and th == p.block[0] == 256 and p.smem == 0, ctx  # COLS_CL_W_MAX
                 assert minb == _dispatch.COLS_CL_MINB[nr] and nr % 4 == 0, ctx
                 tiles = O * -(-I // (tx * v))
@@ -99,15 +104,20 @@ def test_benchmark_layouts_take_strided_kernels():
     """(2048, 4096) reduced over axis 0 and its Fortran-order transpose are
     both (O=1, L=2048, I=4096) (and (1, 4096, 2048) for the transposed
     benchmark case): both dtypes take the one-launch sync kernel (one
-    read); without 16-byte packs float32 takes the staged kernel and
-    bfloat16 the split stream; never the copy."""
-    dev = DEVS[0]
+    read); without 16-byte packs, on sm_90 the narrow-pack rule's cluster
+    kernel (scalars / 8-byte 16-bit packs), before it float32 takes the
+    staged kernel and bfloat16 the split stream; never the copy."""
+    h100, a100 = DEVS[0], DEVS[1]
     for L, I in ((2048, 4096), (4096, 2048)):
-        for dt, vec, kern in (("float32", 4, "softmax_cols_sync"), ("bfloat16", 8, "softmax_cols_sync"),
-                              ("float32", 2, "softmax_cols_staged"),
-                              ("bfloat16", 4, "softmax_cols_split_finish")):
+        for dt, vec, kern, dev in (("float32", 4, "softmax_cols_sync", h100),
+                                   ("bfloat16", 8, "softmax_cols_sync", h100),
+                                   ("float32", 2, "softmax_cols_cl<float, float, false, 1," if L == 2048
+                                    else "softmax_cols_split_finish", h100),  # (4096 rows: no cluster of 8)
+                                   ("bfloat16", 4, "softmax_cols_cl<bf16_t, bf16_t, false, 4,", h100),
+                                   ("float32", 2, "softmax_cols_staged", a100),
+                                   ("bfloat16", 4, "softmax_cols_split_finish", a100)):
             p = _dispatch.plan_cols(1, L, I, dt, dt, False, dev, vec)
-            assert p.kernel.startswith(kern), p
+            assert p.kernel.startswith(kern), (dt, vec, L, I, p)
             assert not _dispatch.cols_prefers_copy(p, 1, L, I, dev)
 
 
@@ -126,7 +136,8 @@ def test_long_axis_over_few_tiles_splits_the_axis():
     p = _dispatch.plan_cols(16, 50, 33, "float32", "float32", False, dev, 1)
     assert not _dispatch.cols_prefers_copy(p, 16, 50, 33, dev)
     # float32 axes of COLS_SPLIT_BELOW_L .. COLS_SPLIT_FROM_L without 16-byte packs stay staged
-    p = _dispatch.plan_cols(1, 2048, 4096, "float32", "float32", False, dev, 2)
+    # (before sm_90: the narrow-pack rule takes them on sm_90)
+    p = _dispatch.plan_cols(1, 2048, 4096, "float32", "float32", False, DEVS[1], 2)
     assert p.kernel.startswith("softmax_cols_staged"), p
 
 
@@ -203,6 +214,45 @@ def test_row_plans_have_a_grid_on_tiny_gpus():
                     assert p.grid[0] % p.cluster == 0, (sms, dt, R, L, p)
 
 
+def test_cols_narrow_rules():
+    """Packs narrower than 16 bytes (COLS_NARROW_NR; sm_90, same-dtype
+    float16 / bfloat16 / float32): softmax_cols_cl with 16-bit 8-byte packs,
+    else scalars, NR from 32 down until the grid has 1.25 x SMs blocks;
+    softmax_cols_sync at NR 32 without prefetch where no cluster of 8 holds
+    the axis and two rounds do; else the split stream. Not before sm_90, for
+    mixed dtypes or float64 (as before: staged or split)."""
+    h100, a100 = DEVS[0], DEVS[1]
+
+    def plan(O, L, I, dt, dev=h100, out=None):
+        isz = _isz(dt)
+        vec = 16 // isz
+        while vec > 1 and I % vec:
+            vec //= 2
+        return _dispatch.plan_cols(O, L, I, dt, out or dt, False, dev, vec)
+    for dt in ("float32", "bfloat16", "float16"):
+        T = _dispatch.CTYPE[dt]
+        p = plan(1, 1000, 1001, dt)  # scalars, NR 16, clusters of 8 (NR 32: 128 blocks)
+        assert p.kernel == f"softmax_cols_cl<{T}, {T}, false, 1, 256, 16, 8, 1, 1>" and p.grid == (8, 32), p
+        p = plan(1, 1000, 1002, dt)  # 4-byte 16-bit / 8-byte float32 packs: scalars
+        assert p.kernel == f"softmax_cols_cl<{T}, {T}, false, 1, 256, 16, 8, 1, 1>", p
+        p = plan(1, 333, 3001, dt)  # NR 32 in clusters of 2: 188 blocks
+        assert p.kernel == f"softmax_cols_cl<{T}, {T}, false, 1, 256, 32, 2, 2, 1>" and p.grid == (2, 94), p
+        p = plan(1, 4000, 1001, dt)  # no cluster of 8 holds 4000 rows: sync, NR 32, one round
+        assert p.kernel == f"softmax_cols_sync<{T}, {T}, false, 1, 256, 32, 2, false>" and p.smem == 0, p
+        assert p.extra[1:3] == (16, 32) and p.grid == (256,), p
+        p = plan(1, 8000, 1001, dt)  # sync would take 4 rounds: the split stream
+        assert p.kernel.startswith("softmax_cols_split_finish") and ", 1, 256, 8>" in p.kernel, p
+        for dev in (a100,):
+            assert not plan(1, 1000, 1001, dt, dev=dev).kernel.startswith(("softmax_cols_cl", "softmax_cols_sync"))
+    for dt in ("bfloat16", "float16"):  # 8-byte packs, NR 8 in clusters of 8
+        T = _dispatch.CTYPE[dt]
+        p = plan(1, 700, 1500, dt)
+        assert p.kernel == f"softmax_cols_cl<{T}, {T}, false, 4, 256, 8, 8, 2, 1>" and p.grid == (8, 24), p
+    assert plan(1, 700, 1502, "float32").kernel.startswith("softmax_cols_cl<float, float, false, 1,")
+    for args in ((1, 1000, 1001, "bfloat16", h100, "float32"), (1, 1000, 1001, "float64")):
+        assert not plan(*args).kernel.startswith(("softmax_cols_cl", "softmax_cols_sync")), args
+
+
 def test_cols_cl_rules():
     """Where plan_cols takes softmax_cols_cl (sm_90: a cluster a tile, rows in
     registers, partials through distributed shared memory): same-dtype
@@ -210,8 +260,8 @@ def test_cols_cl_rules():
     16-bit tiles (float32: of axes shorter than a sync block's 512 rows)
     within a cluster of COLS_CL_16_MAX_CLUSTER blocks at NR = COLS_CL_16_NR;
     its NR the smallest whose cluster has at most 8 blocks.
-    Never before sm_90, for float64, for mixed dtypes or without 16-byte
-    packs."""
+    Never before sm_90, for float64 or for mixed dtypes; without 16-byte
+    packs, the narrow-pack rule's plans (test_cols_narrow_rules)."""
     h100, a100 = DEVS[0], DEVS[1]
 
     def plan(O, L, I, dt, dev=h100, vec=None, out=None):
@@ -222,7 +272,8 @@ def test_cols_cl_rules():
     for shape in ((1, 512, 512), (1, 1000, 1000), (1, 200, 4096)):
         for dt in ("float32", "bfloat16", "float16"):
             assert cl(*shape, dt), (shape, dt)
-            assert not cl(*shape, dt, dev=a100) and not cl(*shape, dt, vec=2), (shape, dt)
+            assert not cl(*shape, dt, dev=a100) and not cl(*shape, dt, dev=a100, vec=2), (shape, dt)
+            assert ", false, 1, 256, " in plan(*shape, dt, vec=2).kernel, (shape, dt)  # scalars
         assert not cl(*shape, "float64") and not cl(*shape, "bfloat16", out="float32"), shape
     assert cl(1, 2048, 1024, "bfloat16") and not cl(1, 2048, 1024, "float32")  # 4 MiB / 8 MiB
     for shape in ((1, 512, 16384), (64, 512, 256)):  # 16-bit, NR 8 in a cluster of 2

@@ -198,16 +198,16 @@ def test_shared_kernel_opt_in_only_grows(monkeypatch):
     fn = _SmemKernel()
     monkeypatch.setattr(_launch, "get_kernel", lambda src, name, dev: fn)
     dev = _dispatch.DeviceInfo(132, 90)
-    # 8-byte packs: the staged kernel (16-byte ones take softmax_cols_sync)
-    big = _dispatch.plan_cols(1, 1500, 4096, "float32", "float32", False, dev, 2)
-    small = _dispatch.plan_cols(1, 1024, 4096, "float32", "float32", False, dev, 2)
+    # float64 scalars: the staged kernel, its tile's shared memory growing with L
+    big = _dispatch.plan_cols(1, 1500, 4096, "float64", "float64", False, dev, 1)
+    small = _dispatch.plan_cols(1, 700, 4096, "float64", "float64", False, dev, 1)
     assert big.kernel == small.kernel and big.kernel.startswith("softmax_cols_staged")
     assert small.smem < big.smem
     lb = _launch.Launch(big, 0)
     ls = _launch.Launch(small, 0)
     assert fn.max_dynamic_shared_size_bytes >= big.smem
     lb.cols(0, 0, 1, 1500, 4096, 0, 4096, 0, 4096)
-    ls.cols(0, 0, 1, 1024, 4096, 0, 4096, 0, 4096)
+    ls.cols(0, 0, 1, 700, 4096, 0, 4096, 0, 4096)
     assert fn.launched == [big.smem, small.smem]
 
 

@@ -916,6 +916,63 @@ def test_cols_cl(dtype, log):
     check_forward(y, xh, axis=1, log=log, ctx=f"api {(O, L, I)} {p.kernel}")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_narrow(dtype, log):
+    """Unit-stride axes that take packs narrower than 16 bytes (odd I,
+    16-bit I a multiple of 4 but not 8, float32 I even but not a multiple of
+    4): softmax_cols_cl with scalars and (16-bit) 8-byte packs at every NR of
+    COLS_NARROW_NR whose cluster has at most 8 blocks (clusters of 1-8),
+    softmax_cols_sync with scalars (no prefetch) over one round and several,
+    special columns, output poisoned first; then the public call, and the
+    dispatcher's choice on those shapes is one of the narrow plans."""
+    import cupy as cp
+    from cusoftmax._launch import Launch
+
+    dev = real_device_info()
+    if dev.cc < 90:
+        pytest.skip("the narrow-pack plans are sm_90's (softmax_cols_cl needs clusters)")
+    isz = np.dtype(np_dtype(dtype)).itemsize
+    rng = np.random.default_rng(13)
+    seen = set()
+    cases = [(1, 1000, 1001), (2, 333, 301), (1, 700, 1500 if isz == 2 else 1502), (3, 130, 37),
+             (1, 4000, 201), (1, 129, 9), (2, 2600, 44 if isz == 2 else 46)]
+    for O, L, I in cases:
+        vec = 16 // isz
+        while vec > 1 and I % vec:
+            vec //= 2
+        assert vec * isz < 16, (O, L, I)
+        xh = _cols_special_input(rng, (O, L, I), dtype)
+        x = cp.asarray(xh)
+        plans = []
+        for v in sorted({vec, 1}):
+            for nr in _dispatch.COLS_NARROW_NR:
+                p = _dispatch._plan_cols_cl(O, L, I, dtype, dtype, log, dev, vec, nr=nr, v=v)
+                if p is not None and not (nr > 16 and p.extra[1] == 1):  # (as the dispatcher)
+                    plans.append(p)
+                    seen.add(("cl", v == 1, p.extra[1]))
+        p = _dispatch._plan_cols_sync(O, L, I, dtype, dtype, log, dev, vec, nr=_dispatch.COLS_NARROW_SYNC_NR, v=1)
+        if p is not None and L >= p.block[0] // p.extra[0] * p.extra[3]:
+            assert p.kernel.endswith("false>") and p.smem == 0, p  # no cp.async prefetch
+            plans.append(p)
+            seen.add(("sync", True))
+            splits, tiles = p.extra[1], p.extra[2]
+            if tiles >= 2:  # several rounds
+                plans.append(dataclasses.replace(p, grid=(max(1, tiles // 4) * splits,)))
+        auto = _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, vec)
+        assert any(auto.kernel == p.kernel and auto.grid == p.grid for p in plans) or auto.pre_kernel, auto
+        assert plans, (O, L, I)
+        for p in plans:
+            y = cp.full((O, L, I), np.nan, dtype=np_dtype(dtype))
+            Launch(p, x.data.device_id).cols(x.data.ptr, y.data.ptr, O, L, I, L * I, I, L * I, I)
+            check_forward(y, xh, axis=1, log=log, ctx=f"{p.kernel} grid {p.grid} {(O, L, I)}")
+        y = (cusoftmax.log_softmax if log else cusoftmax.softmax)(x, axis=1)
+        check_forward(y, xh, axis=1, log=log, ctx=f"api {(O, L, I)} {auto.kernel}")
+    assert {c for k, *r in seen if k == "cl" for c in r[1:]} == {1, 2, 4, 8}, seen
+    assert ("sync", True) in seen and ("cl", True, 8) in seen and ("cl", False, 8) in seen, seen
+
+
 @pytest.mark.parametrize("dev", DEVS, ids=["H100", "A100"])
 def test_smem1_rows_plan(dev):
     """Many rows of 16-64 KiB (32-bit rows: 32-64 KiB) take softmax_smem one

@@ -26,6 +26,10 @@ SHAPES = [(1, 512, 512), (1, 200, 4096), (1, 1000, 1000), (1, 2048, 1024), (1, 5
 # for (1, 700, 1500) in 16-bit and for (1, 1000, 1001) in every dtype
 SHAPES += [(1, 1000, 600), (1, 2000, 1000), (1, 1000, 3000), (1, 3000, 1000), (1, 5000, 3000),
            (1, 512, 15000), (1, 700, 1500), (1, 1000, 1001)]
+# more whose unit-stride axis takes packs narrower than 16 bytes (odd I; I a
+# multiple of 2 or, 16-bit, 4 but not of 16 bytes), short and long axes
+SHAPES += [(1, 1000, 1002), (1, 333, 3001), (1, 2000, 1001), (1, 2000, 3001), (1, 1000, 5001),
+           (1, 4000, 1500), (1, 4000, 1001), (1, 8000, 1001), (1, 16384, 255)]
 
 
 def main():
@@ -62,8 +66,13 @@ def main():
             del y
             t_c = timeit(lambda: fn(xc, axis=-1))
             t_s = timeit(lambda: fn(x, axis=1))
-            vec = 16 // x.dtype.itemsize if I % (16 // x.dtype.itemsize) == 0 else 1
-            k = D.plan_cols(O, L, I, dt, dt, a.log, dev, vec).kernel.split("<")[0].replace("softmax_cols_", "")
+            vec = 16 // x.dtype.itemsize  # (as cusoftmax for fresh arrays: the widest pack I allows)
+            while vec > 1 and I % vec:
+                vec //= 2
+            p = D.plan_cols(O, L, I, dt, dt, a.log, dev, vec)
+            k = p.kernel.split("<")[0].replace("softmax_cols_", "")
+            if vec * x.dtype.itemsize < 16 and p.kernel.startswith(("softmax_cols_cl", "softmax_cols_sync")):
+                k += f" v{p.kernel.split(', ')[3]}"  # narrow packs: their width in elements
             print(f"{dt:9s} ({O}, {L}, {I}): contig {t_c:7.1f}  strided {t_s:7.1f}  {t_s / t_c:.2f}x  {k}"
                   + (f"  WRONG err={err:.2e}" if bad else ""), flush=True)
             res.append(dict(dtype=dt, shape=[O, L, I], log=a.log, contig_us=t_c, strided_us=t_s, kernel=k,

@@ -66,10 +66,20 @@ def main():
             one(op, (2 * dev.sm_count, 8200), label=R.regime if R is not None else "rows")
         if op.family in ("forward", "backward"):
             one(op, (16, 50, 33), axis=1, label="cols")
-        if op.family == "forward":  # staged cols (8-byte packs): cp.async double buffer, one block, a cluster
-            one(op, (3, 600, 66), axis=1, label="cols-staged")
-            one(op, (2, 2000, 42), axis=1, label="cols-staged")
-            one(op, (40, 400, 130), axis=1, label="cols-staged")
+        if op.family == "forward":
+            # packs under 16 bytes: on sm_90 the narrow-pack plans (softmax_cols_cl with scalars
+            # in clusters of 8 / 8 / 2, with 8-byte float16 packs; softmax_cols_sync with scalars
+            # at NR 32), before sm_90 the staged kernel and the split stream
+            one(op, (3, 600, 66), axis=1, label="cols-narrow")
+            one(op, (2, 2000, 42), axis=1, label="cols-narrow")
+            one(op, (40, 400, 130), axis=1, label="cols-narrow")
+            one(op, (1, 700, 1500), axis=1, dtype="float16", label="cols-narrow")
+            one(op, (2, 20000, 41), axis=1, label="cols-narrow")
+            one(op, (1, 30000, 63), axis=1, dtype="bfloat16", label="cols-narrow")
+            # staged cols (float64): a cluster of 2 and of 8 blocks, scalars in a cluster of 4
+            one(op, (3, 600, 66), axis=1, dtype="float64", label="cols-staged")
+            one(op, (2, 2000, 42), axis=1, dtype="float64", label="cols-staged")
+            one(op, (3, 700, 33), axis=1, dtype="float64", label="cols-staged")
             # one-launch cols on sm_90 (16-byte packs, small arrays): a cluster a tile of 4, 8 and 4 blocks
             one(op, (3, 600, 64), axis=1, label="cols-cl")
             one(op, (2, 2000, 40), axis=1, label="cols-cl")
@@ -83,11 +93,11 @@ def main():
             # 59 and 40 blocks a tile: the tile's partials merged by every block (cols_merge_partials)
             one(op, (1, 30000, 64), axis=1, dtype="bfloat16", label="cols-sync")
             one(op, (2, 20000, 40), axis=1, label="cols-sync")
-            # the split stream (scalar packs): the last block's merge over 264 / 469 splits, a
-            # partial last tile, the per-tile counters left at zero
-            one(op, (2, 20000, 41), axis=1, label="cols-split")
-            one(op, (1, 30000, 63), axis=1, dtype="bfloat16", label="cols-split")
-            one(op, (3, 700, 33), axis=1, dtype="bfloat16", label="cols-split")
+            # the split stream (float64 scalar packs): the last block's merge over 157 / 235
+            # splits, a partial last tile, the per-tile counters left at zero
+            one(op, (2, 20000, 41), axis=1, dtype="float64", label="cols-split")
+            one(op, (1, 30000, 63), axis=1, dtype="float64", label="cols-split")
+            one(op, (40, 400, 130), axis=1, dtype="float64", label="cols-split")
             one(op, (6, 7, 40), axis=(0, 2), label="copy")
         for dt in ("float16", "bfloat16"):
             one(op, (9, 3001), dtype=dt, label="misaligned",
