@@ -984,7 +984,7 @@ def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional
     if best is not None:
         return best[1]
     sy = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=COLS_NARROW_SYNC_NR, v=1)
-    if (sy is not None and sy.extra[1] <= COLS_SYNC_MAX_SPLITS
+    if (sy is not None and sy.extra[1] <= COLS_SYNC_MAX_SPLITS and L >= COLS_SYNC_THREADS // sy.extra[0] * sy.extra[3]
             and _cdiv(sy.extra[2] * sy.extra[1], sy.grid[0]) <= COLS_NARROW_SYNC_MAX_ROUNDS):
         return sy
     return None

@@ -28,7 +28,7 @@ def test_cols_plans_within_limits(dev):
     Ls = (1, 2, 17, 512, 1000, 2048, 2049, 4096, 7000, 8192, 30000, 10 ** 6)
     Is = (1, 3, 8, 33, 64, 1000, 4096)
     for tin, tout in itertools.product(DTYPES, DTYPES):
-        for O, L, I, vec in itertools.product((1, 5, 300), Ls, Is, (1, 2, 4, 8)):
+        for O, L, I, vec in itertools.product((1, 5, 300, 3000), Ls, Is, (1, 2, 4, 8)):
             p = _dispatch.plan_cols(O, L, I, tin, tout, False, dev, vec)
             ctx = (tin, tout, O, L, I, vec, p)
             assert all(k in known for k in p.kernels()), ctx

@@ -29,7 +29,7 @@ import cupy as cp
 import cusoftmax as cs
 from cusoftmax import _dispatch as D, reference as ref
 from cusoftmax._launch import Launch, device_info
-from tune import timeit
+from tune import min_over_rounds
 from tune_cols import make
 from layout_table import SHAPES
 
@@ -67,11 +67,7 @@ def main():
                 fs[k]()
                 outs[k] = y.copy()
                 errs[k] = float(np.nanmax(np.abs(ref.to_float64(y[:, :, cols]) - r) / np.maximum(1, np.abs(r))))
-            ts = {k: [] for k in fs}
-            for _ in range(a.rounds):
-                for k, f in fs.items():
-                    ts[k].append(timeit(f))
-            b = {k: min(v) for k, v in ts.items()}
+            b = min_over_rounds(fs, a.rounds)
             same = all(bool(cp.array_equal(outs[srcs[0]], outs[k], equal_nan=True)) for k in srcs)
             tol = 1e-5 if dt == "float32" else 1e-2
             short = plan.kernel.split("<")[0].replace("softmax_cols_", "")

@@ -42,7 +42,7 @@ import cusoftmax as cs
 from cusoftmax import _dispatch as D, reference as ref
 from cusoftmax._launch import Launch, device_info
 from cusoftmax._loader import expanded_source, COMPILE_OPTIONS
-from tune import timeit
+from tune import min_over_rounds, timeit
 from tune_cols import make
 from narrow_try import fn_of
 
@@ -164,11 +164,7 @@ def main():
                 "nocl": lambda: fn1(plan.grid, plan.block, args),
                 "full": f_full,
             }
-            ts = {k: [] for k in cands}
-            for _ in range(a.rounds):
-                for k, f in cands.items():
-                    ts[k].append(timeit(f))
-            best = {k: min(v) for k, v in ts.items()}
+            best = min_over_rounds(cands, a.rounds)
             print(f"{dt:9s} {(O, L, I)} {'forced ' if forced else ''}cl nr{nr} c{cl} grid {plan.grid}: "
                   + " | ".join(f"{k} {t:5.1f}" for k, t in best.items())
                   + f" || full/contig {best['full'] / best['contig']:.2f}x err {err:.1e}", flush=True)
@@ -220,11 +216,7 @@ def ab(a, dt, O, L, I, x, y, xc, fn, vec, dev, plan, forced):
         fs[k]()
         outs[k] = y.copy()
         errs[k] = float(np.nanmax(np.abs(ref.to_float64(y[:, :, cols]) - r)))
-    ts = {k: [] for k in fs}
-    for _ in range(a.rounds):
-        for k, f in fs.items():
-            ts[k].append(timeit(f))
-    b = {k: min(v) for k, v in ts.items()}
+    b = min_over_rounds(fs, a.rounds)
     same = bool(cp.array_equal(outs["old"], outs["new"], equal_nan=True))
     print(f"{dt:9s} {(O, L, I)}{' log' if a.log else ''} {'forced ' if forced else ''}cl nr{plan.extra[3]} "
           f"c{plan.extra[1]}: contig {b['contig']:5.1f} | old {b['old']:5.1f} {b['old'] / b['contig']:.2f}x | new "
@@ -254,11 +246,7 @@ def nt_variants(a, dt, O, L, I, x, y, xc, fn, vec, dev, plan):
             f()
             errs[k] = float(np.nanmax(np.abs(ref.to_float64(y[:, :, cols]) - r)))
         fs[k] = f
-    ts = {k: [] for k in fs}
-    for _ in range(a.rounds):
-        for k, f in fs.items():
-            ts[k].append(timeit(f))
-    best = {k: min(v) for k, v in ts.items()}
+    best = min_over_rounds(fs, a.rounds)
     print(f"{dt:9s} {(O, L, I)} contig {best['contig']:5.1f}: " + " | ".join(
         f"{k} {t:5.1f} {t / best['contig']:.2f}x" + (" WRONG" if errs.get(k, 0) > tol else "")
         for k, t in best.items() if k != "contig"), flush=True)

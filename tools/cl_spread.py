@@ -23,7 +23,7 @@ import cupy as cp
 import cusoftmax as cs
 from cusoftmax import _dispatch as D, reference as ref
 from cusoftmax._launch import Launch, device_info, max_active_clusters
-from tune import timeit
+from tune import min_over_rounds
 from tune_cols import make
 from layout_table import SHAPES
 
@@ -95,11 +95,7 @@ def main():
                 hist = " ".join(f"{k}:{per[k]}" for k in sorted(per))
                 fs[p] = f
                 info[p] = (err, fit, hist)
-            ts = {k: [] for k in fs}
-            for _ in range(a.rounds):
-                for k, f in fs.items():
-                    ts[k].append(timeit(f))
-            b = {k: min(v) for k, v in ts.items()}
+            b = min_over_rounds(fs, a.rounds)
             tol = 1e-5 if dt == "float32" else 1e-2
             print(f"{dt:9s} {(O, L, I)} nr{plan.extra[3]} c{cl} grid {plan.grid} contig {b['contig']:5.1f} | "
                   + " | ".join(f"pad{p // 1024}K {b[p]:5.1f} {b[p] / b['contig']:.2f}x fit {info[p][1]} [{info[p][2]}]"

@@ -5,7 +5,7 @@ scalars; the sync kernel then loads without its cp.async prefetch), each at
 the NR values the dispatcher knows, plus the staged and split plans; beside
 them the same elements contiguous. Reduction along L of a C-ordered
 (O, L, I) array, as tools/layout_table.py. CUDA events, L2 flushed before
-every repetition (tools/tune.py timeit), min over rounds of a median of 30;
+every repetition (tools/tune.py timeit, min_over_rounds), min over rounds of a median of 30;
 each candidate's output checked against the float64 reference on a few
 columns (WRONG beside it otherwise).
 
@@ -28,7 +28,7 @@ from cusoftmax import _dispatch as D, reference as ref
 from cusoftmax._launch import Launch, device_info
 from cusoftmax._loader import get_kernel
 import cusoftmax as cs
-from tune import timeit
+from tune import min_over_rounds
 from tune_cols import make
 
 SHAPES = [(1, 1000, 1001), (1, 700, 1500), (1, 1000, 1002), (1, 4000, 1001), (1, 333, 3001),
@@ -115,11 +115,7 @@ def main():
             errs[nm] = float(np.nanmax(np.abs(ref.to_float64(y[:, :, cols]) - r) / np.maximum(1, np.abs(r))))
             if bool(cp.isnan(y).any()):
                 errs[nm] = float("inf")
-        ts = {k: [] for k in fs}
-        for _ in range(a.rounds):
-            for k, f in fs.items():
-                ts[k].append(timeit(f))
-        b = {k: min(v) for k, v in ts.items()}
+        b = min_over_rounds(fs, a.rounds)
         tol = 1e-5 if dt == "float32" else 1e-2
         c = b["contig"]
         auto = cands[0][1].kernel.split("<")[0].replace("softmax_cols_", "")

@@ -25,6 +25,17 @@ def timeit(fn, reps=30):
     return float(np.median([cp.cuda.get_elapsed_time(a, b) for a, b in ev])) * 1e3  # us
 
 
+def min_over_rounds(fs, rounds):
+    """{name: us}: each of ``fs`` ({name: callable}) timed by timeit once a
+    round, the rounds interleaved (drift hits every candidate alike), the
+    minimum over rounds kept."""
+    ts = {k: [] for k in fs}
+    for _ in range(rounds):
+        for k, f in fs.items():
+            ts[k].append(timeit(f))
+    return {k: min(v) for k, v in ts.items()}
+
+
 def candidates(R, L, dt, dev, log=False):
     T = D.CTYPE[dt]; pack = D.pack_width(dt, dt); npm = D.reg_elems(dt, dt) // pack
     LG = "true" if log else "false"
