@@ -44,10 +44,10 @@ def widest_vec(I, isz):
     return v
 
 
-#: Narrow packs hold fewer registers a row: NR up to 64 (the blocks an SM
-#: from the registers a thread's rows take, as the 16-byte table)
-D.COLS_CL_MINB.update({32: 2, 64: 1})
-D.COLS_SYNC_MINB.update({32: 2, 64: 2})
+#: Narrow packs hold fewer registers a row: NR up to 64 (the dispatcher's
+#: tables carry NR 32; NR 64's blocks an SM from the registers its rows take)
+D.COLS_CL_MINB.setdefault(64, 1)
+D.COLS_SYNC_MINB.setdefault(64, 2)
 
 
 def candidates(O, L, I, dt, log, dev, wide_nr=False):
