@@ -313,6 +313,30 @@ COLS_CL_16_MAX_CLUSTER = 2
 COLS_CL_DTYPES = ("float16", "bfloat16", "float32")
 COLS_CL_MAX_TILES = 65535
 COLS_CL_W_MAX = 64  # widest tile in elements (softmax.cu's COLS_CL_W_MAX)
+#: Half packs (8 bytes) on 16-byte-aligned axes: float32 axes, and 16-bit
+#: arrays over COLS_CL_MAX_BYTES, whose tile fits a cluster of at most
+#: COLS_CL_HALF_MAX_CLUSTER[itemsize] blocks (float32 log_softmax:
+#: COLS_CL_HALF_LOG_MAX_CLUSTER; 16-bit clusters of 4 only for arrays of at
+#: most COLS_CL_HALF_16_C4_MAX_BYTES) at NR = COLS_CL_HALF_NR take
+#: softmax_cols_cl with 8-byte packs there (float32: a tile 32 wide, 16
+#: lanes a row), when the grid has at least COLS_CL_HALF_MIN_BLOCKS x SMs
+#: blocks. H100 (tools/cols_narrow_try.py on aligned shapes, then
+#: tools/layout_table.py with and without the rule; kernels/cols_half.txt),
+#: time against the same data contiguous, softmax / log_softmax: float32
+#: (700, 1500) 1.25x / 1.29x against 1.51x / 1.50x (sync), (2000, 1000)
+#: 1.30x against 1.52x (sync), (2048, 1024) 1.27x against 1.47x (sync),
+#: (1000, 1000) 1.24x / 1.26x against 1.38x / 1.40x (cl, 16-byte packs at NR
+#: 4), (64, 512, 256) 1.06x / 1.11x against 1.19x / 1.18x (sync), (1024,
+#: 8192) 1.09x / 1.14x against 1.18x / 1.14x; 16-bit (1000, 3000) 1.21-1.28x
+#: against 1.49-1.57x (sync). Measured losses that the limits keep out:
+#: float32 log_softmax in clusters of 8 ((2048, 4096) 1.21x against 1.16x,
+#: (2000, 1000) 1.51x against 1.49x), 16-bit (1024, 8192) in clusters of 4
+#: (16 MiB: 1.26-1.43x against 1.17-1.20x sync).
+COLS_CL_HALF_NR = 16
+COLS_CL_HALF_MAX_CLUSTER = {4: 8, 2: 4}
+COLS_CL_HALF_LOG_MAX_CLUSTER = 4
+COLS_CL_HALF_16_C4_MAX_BYTES = 8 << 20
+COLS_CL_HALF_MIN_BLOCKS = 0.75
 #: Narrow packs: a unit-stride axis (or a stride, or a pointer) that is not a
 #: multiple of 16 bytes, e.g. (1000, 1001) or 16-bit (700, 1500), gives packs
 #: of 8, 4 or 2 bytes or scalars. Same-dtype float16 / bfloat16 / float32 on
@@ -947,14 +971,28 @@ def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
 
 def _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[LaunchPlan]:
     """The softmax_cols_cl plan plan_cols takes, or None (the measured rule:
-    arrays of at most COLS_CL_MAX_BYTES; 16-bit tiles, and float32 tiles of
-    axes shorter than a sync block's rows, that fit a cluster of at most
+    8-byte packs at COLS_CL_HALF_NR for float32 and for 16-bit arrays over
+    COLS_CL_MAX_BYTES where their tile fits a small cluster; else arrays of
+    at most COLS_CL_MAX_BYTES; 16-bit tiles, and float32 tiles of axes
+    shorter than a sync block's rows, that fit a cluster of at most
     COLS_CL_16_MAX_CLUSTER blocks at NR = COLS_CL_16_NR)."""
     cl = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec)
     if cl is None:
         return None
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
-    if O * L * I * isz <= COLS_CL_MAX_BYTES:
+    nbytes = O * L * I * isz
+    big = nbytes > COLS_CL_MAX_BYTES
+    if isz == 4 or big:  # half packs (see COLS_CL_HALF_NR)
+        half = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, COLS_CL_HALF_NR, v=VECTOR_BYTES // 2 // isz)
+        most = COLS_CL_HALF_MAX_CLUSTER[isz]
+        if isz == 4 and log:
+            most = COLS_CL_HALF_LOG_MAX_CLUSTER
+        elif isz == 2 and nbytes > COLS_CL_HALF_16_C4_MAX_BYTES:
+            most = 2
+        if (half is not None and half.extra[1] <= most
+                and half.grid[0] * half.grid[1] >= COLS_CL_HALF_MIN_BLOCKS * dev.sm_count):
+            return half
+    if not big:
         return cl
     if isz == 2 or L < COLS_SYNC_THREADS // cl.extra[0] * COLS_SYNC_NR[-1]:
         c16 = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, COLS_CL_16_NR)
@@ -1129,6 +1167,11 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                                 k = (f"softmax_cols_cl<{T}, {T}, {'true' if log else 'false'}, {v}, "
                                      f"{COLS_CL_THREADS}, {r}, {c}, {COLS_CL_MINB[r]}, 1>")
                                 found[("softmax.cu", k)] = None
+                        r = COLS_CL_HALF_NR  # (8-byte packs)
+                        for c in COLS_CL_CLUSTERS:
+                            k = (f"softmax_cols_cl<{T}, {T}, {'true' if log else 'false'}, {v // 2}, "
+                                 f"{COLS_CL_THREADS}, {r}, {c}, {COLS_CL_MINB[r]}, 1>")
+                            found[("softmax.cu", k)] = None
                     if dev.cc >= 90 and ti == to and ti in COLS_CL_DTYPES:  # the narrow-pack cl / sync variants
                         T, LG = CTYPE[ti], "true" if log else "false"
                         isz = numpy.dtype(_np_name(ti)).itemsize

@@ -58,9 +58,12 @@ def test_cols_plans_within_limits(dev):
             if p.kernel.startswith("softmax_cols_cl"):  # a cluster a tile (sm_90)
                 v, th, nr, c, minb = (int(a) for a in _args(p)[3:8])
                 assert dev.cc >= 90 and tin == tout and tin in _dispatch.COLS_CL_DTYPES, ctx
-                # 16-byte packs, or (narrow: the widest vec allows is narrower) 8-byte 16-bit ones or scalars
-                assert v <= vec and (v * _isz(tin) == _dispatch.VECTOR_BYTES if vec * _isz(tin) >= 16
-                                     else v == 1 or (_isz(tin) == 2 and v * 2 == 8)), ctx
+                # 16-byte packs or (aligned, at COLS_CL_HALF_NR) 8-byte ones; narrow (the widest vec
+                # allows is narrower): 8-byte 16-bit packs or scalars
+                assert v <= vec and (v * _isz(tin) in (_dispatch.VECTOR_BYTES, _dispatch.VECTOR_BYTES // 2)
+                                     if vec * _isz(tin) >= 16 else v == 1 or (_isz(tin) == 2 and v * 2 == 8)), ctx
+                assert v * _isz(tin) == _dispatch.VECTOR_BYTES or vec * _isz(tin) < 16 or (
+                    nr == _dispatch.COLS_CL_HALF_NR and c <= _dispatch.COLS_CL_HALF_MAX_CLUSTER[_isz(tin)]), ctx
                 assert tx * v <= 64 and th == p.block[0] == 256 and p.smem == 0, ctx  # COLS_CL_W_MAX
                 assert minb == _dispatch.COLS_CL_MINB[nr] and nr % 4 == 0, ctx
                 tiles = O * -(-I // (tx * v))
@@ -104,12 +107,14 @@ def test_benchmark_layouts_take_strided_kernels():
     """(2048, 4096) reduced over axis 0 and its Fortran-order transpose are
     both (O=1, L=2048, I=4096) (and (1, 4096, 2048) for the transposed
     benchmark case): both dtypes take the one-launch sync kernel (one
-    read); without 16-byte packs, on sm_90 the narrow-pack rule's cluster
+    read), but float32 (2048, 4096) the cluster kernel with 8-byte packs at
+    NR 16 in clusters of 8 (COLS_CL_HALF_NR); without 16-byte packs, on sm_90 the narrow-pack rule's cluster
     kernel (scalars / 8-byte 16-bit packs), before it float32 takes the
     staged kernel and bfloat16 the split stream; never the copy."""
     h100, a100 = DEVS[0], DEVS[1]
     for L, I in ((2048, 4096), (4096, 2048)):
-        for dt, vec, kern, dev in (("float32", 4, "softmax_cols_sync", h100),
+        for dt, vec, kern, dev in (("float32", 4, "softmax_cols_cl<float, float, false, 2, 256, 16, 8, 1, 1>"
+                                    if L == 2048 else "softmax_cols_sync", h100),
                                    ("bfloat16", 8, "softmax_cols_sync", h100),
                                    ("float32", 2, "softmax_cols_cl<float, float, false, 1," if L == 2048
                                     else "softmax_cols_split_finish", h100),  # (4096 rows: no cluster of 8)
@@ -151,8 +156,9 @@ def test_cols_sync_rules():
     sync = lambda O, L, I, dt: _dispatch.plan_cols(O, L, I, dt, dt, False, dev,  # noqa: E731
                                                    16 // _isz(dt)).kernel.startswith("softmax_cols_sync")
     for shape in ((1, 2048, 4096), (1, 16384, 512), (1, 1024, 8192), (8, 4096, 256)):
-        assert sync(*shape, "float32") and sync(*shape, "bfloat16") and sync(*shape, "float16"), shape
-    assert sync(64, 512, 256, "float32")  # (bfloat16: softmax_cols_cl, test_cols_cl_rules)
+        assert sync(*shape, "bfloat16") and sync(*shape, "float16"), shape
+    for shape in ((1, 16384, 512), (8, 4096, 256)):  # (float32 (2048, 4096), (1024, 8192), (64, 512,
+        assert sync(*shape, "float32"), shape        # 256): 8-byte packs in clusters, test_cols_cl_rules)
     for dt in ("float32", "bfloat16", "float16"):  # in rounds (8 and 16)
         assert sync(1, 8192, 8192, dt) and sync(1, 16384, 4096, dt), dt
     for shape in ((1, 65536, 128), (1, 32768, 256), (1, 131072, 64)):  # 64-256 blocks a tile
@@ -167,7 +173,7 @@ def test_cols_sync_rules():
     assert not sync(1, 2048, 4096, "float64")  # double arithmetic
     p = _dispatch._plan_cols_sync(1, 1000, 1000, "bfloat16", "bfloat16", False, dev, 8)
     assert ", 4, 3, true>" in p.kernel and p.grid == (128,), p  # NR 4 fits at once
-    p = _dispatch.plan_cols(1, 2048, 4096, "float32", "float32", False, dev, 4)
+    p = _dispatch._plan_cols_sync(1, 2048, 4096, "float32", "float32", False, dev, 4)
     assert ", 16, 2, true>" in p.kernel and p.grid == (264,) and p.extra == (8, 4, 128, 16), p
     for O, L, I in ((1, 700, 136), (3, 1500, 264), (2, 4096, 40), (1, 5000, 3000)):  # the kernel's
         for dt in ("float16", "bfloat16", "float32"):  # tx / ly are shifts: TX a power of two
@@ -259,7 +265,10 @@ def test_cols_cl_rules():
     float16 / bfloat16 / float32 arrays of at most COLS_CL_MAX_BYTES, and
     16-bit tiles (float32: of axes shorter than a sync block's 512 rows)
     within a cluster of COLS_CL_16_MAX_CLUSTER blocks at NR = COLS_CL_16_NR;
-    its NR the smallest whose cluster has at most 8 blocks.
+    its NR the smallest whose cluster has at most 8 blocks. Before those,
+    8-byte packs at COLS_CL_HALF_NR: float32 (log_softmax: clusters of at
+    most 4) and 16-bit arrays over COLS_CL_MAX_BYTES (clusters of 4 up to
+    8 MiB, else of 2) over at least 0.75 x SMs blocks.
     Never before sm_90, for float64 or for mixed dtypes; without 16-byte
     packs, the narrow-pack rule's plans (test_cols_narrow_rules)."""
     h100, a100 = DEVS[0], DEVS[1]
@@ -275,10 +284,19 @@ def test_cols_cl_rules():
             assert not cl(*shape, dt, dev=a100) and not cl(*shape, dt, dev=a100, vec=2), (shape, dt)
             assert ", false, 1, 256, " in plan(*shape, dt, vec=2).kernel, (shape, dt)  # scalars
         assert not cl(*shape, "float64") and not cl(*shape, "bfloat16", out="float32"), shape
-    assert cl(1, 2048, 1024, "bfloat16") and not cl(1, 2048, 1024, "float32")  # 4 MiB / 8 MiB
-    for shape in ((1, 512, 16384), (64, 512, 256)):  # 16-bit, NR 8 in a cluster of 2
-        assert cl(*shape, "bfloat16") and cl(*shape, "float16") and not cl(*shape, "float32"), shape
-        assert ", 8, 2, 2, 1>" in plan(*shape, "bfloat16").kernel, shape
+    assert cl(1, 2048, 1024, "bfloat16")  # 4 MiB: 16-byte packs
+    half = lambda *a, **k: ", 256, 16, " in plan(*a, **k).kernel and (  # noqa: E731
+        f", {8 // _isz(a[3])}, 256, 16, " in plan(*a, **k).kernel)
+    p = plan(1, 2048, 1024, "float32")  # 8 MiB: 8-byte packs, NR 16, a cluster of 8
+    assert p.kernel.endswith(", 2, 256, 16, 8, 1, 1>") and p.grid == (8, 32) and p.extra == (16, 8, 32, 16), p
+    lg = _dispatch.plan_cols(1, 2048, 1024, "float32", "float32", True, h100, 4)  # log_softmax: clusters <= 4
+    assert lg.kernel.startswith("softmax_cols_sync"), lg
+    assert half(1, 1000, 3000, "bfloat16") and half(1, 1000, 3000, "float16")  # 6 MiB, a cluster of 4
+    assert half(1, 700, 1500, "float32") and half(1, 1000, 1000, "float32")
+    for shape in ((1, 512, 16384), (64, 512, 256)):  # 16 / 32 MiB: 8-byte packs, NR 16 in a cluster of 2
+        for dt in ("bfloat16", "float16", "float32"):
+            assert cl(*shape, dt) and plan(*shape, dt).kernel.endswith(", 16, 2, 1, 1>"), (shape, dt)
+            assert half(*shape, dt), (shape, dt)
     assert not cl(1, 1024, 8192, "bfloat16")  # NR 8 needs a cluster of 4: the sync kernel
     assert not cl(1, 1024, 8192, "float16") and not cl(8, 4096, 256, "float16")  # as bfloat16
     p = plan(1, 512, 512, "float32")
@@ -287,9 +305,11 @@ def test_cols_cl_rules():
     assert p.kernel.endswith(", 8, 256, 8, 8, 2, 1>") and p.grid == (8, 16), p
     p = plan(1, 1000, 1000, "bfloat16")  # NR 4 in a cluster of 8
     assert p.kernel.endswith(", 8, 256, 4, 8, 3, 1>") and p.grid == (8, 16), p
-    for L, c in ((256, 1), (300, 2)):  # float32 over 4 MiB, axis under 512 rows: NR 8, 1-2 blocks
+    for L, c in ((256, 1), (300, 2), (600, 4)):  # float32 (32 MiB and more): 8-byte packs, NR 16
         p = plan(1, L, 32768, "float32")
-        assert p.kernel.endswith(f", 4, 256, 8, {c}, 2, 1>") and p.grid == (c, 1024), (L, p)
-    assert not cl(1, 600, 32768, "float32")  # a sync block's rows: the sync kernel
+        assert p.kernel.endswith(f", 2, 256, 16, {c}, 1, 1>") and p.grid == (c, 1024), (L, p)
+    p = plan(1, 300, 32768, "float32", vec=4)  # without the half packs (COLS_CL_16_NR in a cluster of 2)
+    assert _dispatch._plan_cols_cl(1, 300, 32768, "float32", "float32", False, h100, 4,
+                                   _dispatch.COLS_CL_16_NR).kernel.endswith(", 4, 256, 8, 2, 2, 1>")
     p = plan(3, 300, 20, "float32")  # a tile of 32 columns over 20, 128 rows a block: a cluster of 4
     assert p.kernel.startswith("softmax_cols_cl") and p.grid == (4, 3) and p.extra == (8, 4, 3, 4), p

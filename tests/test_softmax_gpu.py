@@ -883,8 +883,9 @@ def test_cols_cl(dtype, log):
         pytest.skip("softmax_cols_cl needs sm_90 (thread-block clusters)")
     v = 16 // np.dtype(np_dtype(dtype)).itemsize
     rng = np.random.default_rng(11)
-    seen = set()
-    for O, L, I in [(1, 1000, 1000), (2, 700, 136), (1, 130, 520), (3, 1500, 264), (2, 300, 24), (1, 129, 8)]:
+    seen, seen_half = set(), set()
+    for O, L, I in [(1, 1000, 1000), (2, 700, 136), (1, 130, 520), (3, 1500, 264), (2, 300, 24), (1, 129, 8),
+                    (1, 2000, 100)]:
         xh = _cols_special_input(rng, (O, L, I), dtype)
         x = cp.asarray(xh)
         ran = 0
@@ -897,6 +898,13 @@ def test_cols_cl(dtype, log):
             Launch(p, x.data.device_id).cols(x.data.ptr, y.data.ptr, O, L, I, L * I, I, L * I, I)
             check_forward(y, xh, axis=1, log=log, ctx=f"{p.kernel} grid {p.grid} {(O, L, I)}")
             ran += 1
+        # 8-byte packs at COLS_CL_HALF_NR (the dispatcher's half-pack plans)
+        p = _dispatch._plan_cols_cl(O, L, I, dtype, dtype, log, dev, v, _dispatch.COLS_CL_HALF_NR, v=v // 2)
+        if p is not None:
+            seen_half.add(p.extra[1])
+            y = cp.full((O, L, I), np.nan, dtype=np_dtype(dtype))
+            Launch(p, x.data.device_id).cols(x.data.ptr, y.data.ptr, O, L, I, L * I, I, L * I, I)
+            check_forward(y, xh, axis=1, log=log, ctx=f"{p.kernel} grid {p.grid} {(O, L, I)}")
         assert ran >= 1, (O, L, I)
         # two tiles a cluster (the kernel's NT = 2; the dispatcher keeps 1)
         p = _dispatch._plan_cols_cl(O, L, I, dtype, dtype, log, dev, v, nt=2)
@@ -906,11 +914,14 @@ def test_cols_cl(dtype, log):
         y = (cusoftmax.log_softmax if log else cusoftmax.softmax)(x, axis=1)
         check_forward(y, xh, axis=1, log=log, ctx=f"api {(O, L, I)}")
     assert seen == {1, 2, 4, 8}, seen
+    assert seen_half == {1, 2, 4, 8}, seen_half
     # over COLS_CL_MAX_BYTES with an axis shorter than a sync block's rows:
-    # the public call takes the cluster kernel at NR 8 (cluster of 2)
+    # the public call takes the cluster kernel at 8-byte packs, NR 16
+    # (COLS_CL_HALF_NR), in a cluster of 2
     O, L, I = 1, 300, 8192 if dtype != "float32" else 4096
     p = _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, v)
-    assert p.kernel.startswith("softmax_cols_cl") and p.extra[1:] == (2, I // (128 // x.dtype.itemsize), 8), p
+    assert p.kernel.startswith("softmax_cols_cl") and f", {v // 2}, 256, 16, 2," in p.kernel, p
+    assert p.extra[1:] == (2, I // (128 // x.dtype.itemsize), 16), p
     xh = _cols_special_input(rng, (O, L, I), dtype)
     y = (cusoftmax.log_softmax if log else cusoftmax.softmax)(cp.asarray(xh), axis=1)
     check_forward(y, xh, axis=1, log=log, ctx=f"api {(O, L, I)} {p.kernel}")
