@@ -249,7 +249,8 @@ def test_cols_sync_launch_reuses_parameters_and_falls_back(monkeypatch):
     large runs the split-stream fallback with the same arguments; any other
     refusal raises naming the operation and the shape."""
     dev = _dispatch.DeviceInfo(132, 90)
-    plan = _dispatch.plan_cols(1, 2048, 4096, "float32", "float32", False, dev, 4)
+    # (the sync planner's plan: plan_cols takes 8-byte packs in clusters there, COLS_CL_HALF_NR)
+    plan = _dispatch._plan_cols_sync(1, 2048, 4096, "float32", "float32", False, dev, 4)
     assert plan.kernel.startswith("softmax_cols_sync") and plan.sync
     monkeypatch.setattr(_launch, "get_kernel", lambda src, name, dev: _SmemKernel())
 
@@ -296,7 +297,7 @@ def test_op_label_reads_the_log_flag_not_later_flags():
     dev = _dispatch.DeviceInfo(132, 90)
     for log in (False, True):
         want = "log_softmax" if log else "softmax"
-        p = _dispatch.plan_cols(1, 2048, 4096, "float32", "float32", log, dev, 4)
+        p = _dispatch._plan_cols_sync(1, 2048, 4096, "float32", "float32", log, dev, 4)
         assert p.kernel.endswith(", true>") and _launch._op_label(p) == want, p.kernel
         # (bfloat16: float32 rows this long take the cluster stream, no REV flag)
         b = _dispatch.plan_backward_rows(4096, 300000, "bfloat16", "bfloat16", "bfloat16", log, dev)
