@@ -885,7 +885,7 @@ def test_cols_cl(dtype, log):
     rng = np.random.default_rng(11)
     seen, seen_half = set(), set()
     for O, L, I in [(1, 1000, 1000), (2, 700, 136), (1, 130, 520), (3, 1500, 264), (2, 300, 24), (1, 129, 8),
-                    (1, 2000, 104)]:
+                    (1, 2000, 104), (1, 400, 72)]:
         xh = _cols_special_input(rng, (O, L, I), dtype)
         x = cp.asarray(xh)
         ran = 0
