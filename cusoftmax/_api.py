@@ -111,7 +111,10 @@ def _prepare(x, axis, dtype, algorithm, log, out):
         vec = _dispatch.VECTOR_BYTES // max(isz, osz)
         while vec > 1 and any(v % vec for v in (xe, ye, I, sxo, sxl, syo, syl)):
             vec //= 2
-        plan = _dispatch.plan_cols(O, L, I, tin, tout, log, dev, vec)
+        vf = _dispatch.VECTOR_BYTES // max(isz, osz)
+        dense = (xe % vf == 0 and ye % vf == 0 and sxl == I and syl == I
+                 and (O == 1 or (sxo == L * I and syo == L * I)))
+        plan = _dispatch.plan_cols(O, L, I, tin, tout, log, dev, vec, dense)
         if _dispatch.cols_prefers_copy(plan, O, L, I, dev):
             lay = None
     if lay is None:
@@ -146,6 +149,9 @@ def _prepare(x, axis, dtype, algorithm, log, out):
     p.kind = "cols"
     p.offx, p.offy = ox * isz, oy * osz
     p.launch = Launch(plan, x.data.device_id)
+    if plan.fold > 1:  # dense slabs read as (L / fold, I x fold)
+        f = plan.fold
+        L, I, sxl, syl = L // f, I * f, I * f, I * f
     p.args = (O, L, I, sxo, sxl, syo, syl)
     p.prm = p.launch.params((0, 0, O, L, I, sxo, sxl, syo, syl, plan.extra[0]))
     if p.prm is not None:

@@ -33,6 +33,8 @@ corresponding pass structure (the paper's Algorithms 1-3).
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -364,6 +366,27 @@ COLS_NARROW_PACK_BYTES = 8
 COLS_NARROW_MIN_BLOCKS = 1.25
 COLS_NARROW_SYNC_NR = 32
 COLS_NARROW_SYNC_MAX_ROUNDS = 2
+#: Folded axes: a unit-stride length I that is not a multiple of the 16-byte
+#: pack, on dense slabs with aligned pointers (e.g. (4000, 1001)), runs
+#: softmax_cols_sync with 16-byte packs on the slab read as (L / f, I x f),
+#: f = 16-byte pack / gcd(I, pack) (rows of whole packs), the f reshaped
+#: columns of each original column merged after one barrier a slab
+#: (_plan_cols_fold). Taken for arrays of at least COLS_FOLD_MIN_BYTES
+#: (smaller ones: the narrow-pack cluster plans win) whose narrow packs would
+#: be scalars (16-bit (4000, 1500), 8-byte packs: 1.49-1.64x folded against
+#: 1.51-1.58x). H100 (tools/fold_try.py, tools/layout_table.py with and
+#: without the rule, kernels/cols_fold.txt), softmax against the same data
+#: contiguous: float32 (4000, 1001) 1.35x against 1.83x, (16384, 255) 1.48x
+#: against 2.00x, (2000, 1001) 1.53x against 1.65x; 16-bit (4000, 1001)
+#: 1.44-1.49x against 1.90-2.06x, (8000, 1001) 1.34-1.42x against 2.15x,
+#: (16384, 255) 1.68-1.73x against 2.09-2.26x. NR: the largest of
+#: COLS_FOLD_NR that runs (fewer splits: fewer partials to fold; NR 16 in
+#: 126 blocks beat NR 4 / 8 in 252); tiles of 128 bytes, or 64 where a
+#: thread would merge more than COLS_FOLD_MAX_MERGE_LOADS partials after the
+#: barrier (16-bit (16384, 255): 1.59-1.71x against 1.70-1.79x).
+COLS_FOLD_MIN_BYTES = 6 << 20
+COLS_FOLD_NR = (16, 4)
+COLS_FOLD_MAX_MERGE_LOADS = 4
 #: Grid-stride kernels launch at most this many blocks per SM.
 MAX_BLOCKS_PER_SM = 32
 #: Allowed "packs per thread" values (template instantiations): a need is
@@ -431,6 +454,9 @@ class LaunchPlan:
     # per-stream barrier workspace (softmax_rowsync); launched cooperatively
     fallback: Optional["LaunchPlan"] = None  # what runs if a cooperative
     # launch is refused (the grid does not fit on the GPU at once)
+    fold: int = 1  # softmax_cols_sync's FOLD: the (O, L, I) problem runs as
+    # (O, L / fold, I * fold), whose columns the kernel folds back (the
+    # fallback is a plan of the original problem)
 
     def kernels(self):
         """Name expressions this plan may launch (for compile checks)."""
@@ -861,7 +887,7 @@ def _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec, segment=COLS_S
 
 
 def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=None,
-                    min_rounds=1, segment=COLS_SPLIT_SEGMENT, v=None) -> Optional[LaunchPlan]:
+                    min_rounds=1, segment=COLS_SPLIT_SEGMENT, v=None, fold=1) -> Optional[LaunchPlan]:
     """softmax_cols_sync: the split stream's tiles in one cooperative launch,
     x read once (rows held in registers). ``nr``: packs a thread (one of
     COLS_SYNC_NR; None: of those splitting the axis over at most
@@ -871,8 +897,10 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
     ``pf``: prefetch each block's next item into shared memory (None: yes;
     False only for tools/tune_cols_sync.py); ``min_rounds``: at most 1 /
     min_rounds of the tiles a round; ``segment``: a tile's bytes of I (both
-    for tuning). Its ``fallback`` (a refused cooperative launch) is the
-    split stream."""
+    for tuning). ``fold`` > 1: (O, L, I) is a reshaped problem (see
+    _plan_cols_fold) whose slabs (all tiles of one o) meet at one barrier,
+    so a round holds whole slabs. Its ``fallback`` (a refused cooperative
+    launch) is the split stream."""
     T, U = CTYPE[in_dtype], CTYPE[out_dtype]
     LG = "true" if log else "false"
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
@@ -893,6 +921,7 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
     tx = w // v
     ny = th // tx
     tiles = O * _cdiv(I, w)
+    group = _cdiv(I, w) if fold > 1 else 1  # tiles that meet at one barrier
     choice = None
     # a block's static reduction buffer: WARPS x COLS_SPLIT_W_MAX (m, d) floats
     static = (th // 32) * 256 * 8 + 1024
@@ -905,11 +934,12 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
         # (an SM has about one block's opt-in maximum + 1 KiB)
         per_sm = min(COLS_SYNC_MINB[r], (dev.max_smem + 1024) // (smem + static))
         cap = per_sm * dev.sm_count
-        if splits > cap:  # (also: not one block fits)
+        unit = splits * group
+        if unit > cap:  # (also: not one block fits)
             continue
-        per_round = (cap // splits) * splits
+        per_round = (cap // unit) * unit
         if min_rounds > 1:  # fewer blocks, each streaming several items
-            per_round = min(per_round, _cdiv(tiles, min_rounds) * splits)
+            per_round = min(per_round, _cdiv(tiles // group, min_rounds) * unit)
         choice = (r, splits, min(per_round, tiles * splits))
         if tiles * splits <= cap:
             break
@@ -920,11 +950,63 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
     if rounds > COLS_SYNC_MAX_ROUNDS:
         return None
     pf = True if pf is None else pf
-    k = f"softmax_cols_sync<{T}, {U}, {LG}, {v}, {th}, {r}, {COLS_SYNC_MINB[r]}, {'true' if pf else 'false'}>"
+    k = f"softmax_cols_sync<{T}, {U}, {LG}, {v}, {th}, {r}, {COLS_SYNC_MINB[r]}, {'true' if pf else 'false'}"
+    k += ", true>" if fold > 1 else ">"
+    fb = None if fold > 1 else _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec)
     return LaunchPlan("cols", "softmax.cu", k, (grid,), (th,), 1, ws_elems=2 * tiles * splits * w,
                       smem=r * th * VECTOR_BYTES if pf else 0,
                       ws_dtype="float32", extra=(tx, splits, tiles, r), sync=True,
-                      fallback=_plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec))
+                      fallback=fb, fold=fold)
+
+
+def fold_factor(I: int, in_dtype: str, out_dtype: str) -> int:
+    """The rows of an (L, I) slab that make one row of whole 16-byte packs:
+    pack / gcd(I, pack) (1: I is already a multiple of the pack)."""
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    osz = numpy.dtype(_np_name(out_dtype)).itemsize
+    v = VECTOR_BYTES // max(isz, osz)
+    return v // math.gcd(I, v)
+
+
+def _plan_cols_fold(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None) -> Optional[LaunchPlan]:
+    """softmax_cols_sync's FOLD form for an axis whose unit-stride length I
+    is not a multiple of the 16-byte pack, on dense slabs (the caller checks:
+    row stride I, slab stride L x I, 16-byte-aligned pointers): the slab (L,
+    I) runs as (L / f, I x f), f = fold_factor, whose rows are whole 16-byte
+    packs; the kernel merges the f reshaped columns of each original column
+    (one barrier a slab: a round holds whole slabs). None where L is not a
+    multiple of f, the slab's blocks do not fit at once, or the sync kernel
+    does not apply (16-byte packs of x, float arithmetic, at most
+    COLS_SYNC_MAX_SPLITS blocks a tile). Its fallback (a refused
+    cooperative launch) is the split stream of the original problem."""
+    f = fold_factor(I, in_dtype, out_dtype)
+    if f == 1 or L % f:
+        return None
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    osz = numpy.dtype(_np_name(out_dtype)).itemsize
+    v = VECTOR_BYTES // max(isz, osz)
+    L2, I2 = L // f, I * f
+
+    def merge_loads(p):  # partials a thread merges after the barrier: f x splits over THREADS / W
+        return f * p.extra[1] * p.extra[0] * v // COLS_SYNC_THREADS
+
+    p = None
+    for r in (COLS_FOLD_NR if nr is None else (nr,)):  # the largest NR that runs
+        for seg in (COLS_SPLIT_SEGMENT, COLS_SPLIT_SEGMENT // 2):
+            q = _plan_cols_sync(O, L2, I2, in_dtype, out_dtype, log, dev, v, nr=r, fold=f, segment=seg)
+            if q is None or q.extra[1] > COLS_SYNC_MAX_SPLITS:
+                continue
+            if p is None:
+                p = q
+            elif merge_loads(q) < merge_loads(p):  # (narrower tiles: a lighter merge)
+                p = q
+            if merge_loads(p) <= COLS_FOLD_MAX_MERGE_LOADS:
+                break
+        if p is not None:
+            break
+    if p is None:
+        return None
+    return dataclasses.replace(p, fallback=_plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec))
 
 
 def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
@@ -1029,7 +1111,7 @@ def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional
 
 
 def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
-              dev: DeviceInfo, vec: int = 1) -> LaunchPlan:
+              dev: DeviceInfo, vec: int = 1, dense: bool = False) -> LaunchPlan:
     """Plan for the (O, L, I) layout, reduction along L, unit-stride I.
 
     ``vec`` is the widest vector (elements along I) the pointers, strides and
@@ -1047,7 +1129,11 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     ``COLS_STAGE_BYTES`` of shared memory over enough tiles take
     ``softmax_cols_staged`` (one read); every other long axis streams twice
     with the axis split over blocks (``softmax_cols_split_*``, the second
-    read mostly from L2)."""
+    read mostly from L2). ``dense``: the slabs are dense (row stride I, slab
+    stride L x I, or one slab) and both pointers 16-byte aligned, so an I
+    that is not a multiple of the pack may take the folded sync kernel
+    (``_plan_cols_fold``: scalar narrow packs, arrays of at least
+    COLS_FOLD_MIN_BYTES)."""
     T, U = CTYPE[in_dtype], CTYPE[out_dtype]
     LG = "true" if log else "false"
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
@@ -1062,6 +1148,10 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     threads = COLS_THREADS
     max_threads = COLS_MAX_THREADS_F64 if wide_c else COLS_MAX_THREADS
     if L > COLS_REGS_MAX_L:
+        if (dense and vec == 1 and not wide_c and O * L * I * isz >= COLS_FOLD_MIN_BYTES):
+            fp = _plan_cols_fold(O, L, I, in_dtype, out_dtype, log, dev, vec)
+            if fp is not None:
+                return fp
         if vec * isz < VECTOR_BYTES and dev.cc >= 90 and in_dtype == out_dtype and in_dtype in COLS_CL_DTYPES:
             nw = _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec)
             return nw if nw is not None else _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec)
@@ -1158,6 +1248,10 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                             for r in COLS_SYNC_NR:
                                 k = (f"softmax_cols_sync<{CTYPE[ti]}, {CTYPE[to]}, {LG}, {v}, "
                                      f"{COLS_SYNC_THREADS}, {r}, {COLS_SYNC_MINB[r]}, true>")
+                                found[("softmax.cu", k)] = None
+                            for r in COLS_FOLD_NR:  # (FOLD: _plan_cols_fold)
+                                k = (f"softmax_cols_sync<{CTYPE[ti]}, {CTYPE[to]}, {LG}, {v}, "
+                                     f"{COLS_SYNC_THREADS}, {r}, {COLS_SYNC_MINB[r]}, true, true>")
                                 found[("softmax.cu", k)] = None
                     if vec and dev.cc >= 90 and ti == to and ti in COLS_CL_DTYPES:  # every softmax_cols_cl variant
                         T = CTYPE[ti]

@@ -345,16 +345,17 @@ class Launch:
         cnt = zeroed_workspace(self.device_id, stream, "colsync", (8 * tiles + 255) // 256 * 256)
         key = (O, L, I, sxo, sxl, syo, syl)
         prm = self.cols_prm.get(key)
+        f = self.plan.fold  # FOLD: I is the original I times f (the kernel's fI = I / f)
         if prm is None:  # built once per shape; the pointer slots are rewritten per call
-            prm = self.cols_prm[key] = Params((0, 0, O, L, I, sxo, sxl, syo, syl, splits, tx, 0, 0))
+            prm = self.cols_prm[key] = Params((0, 0, O, L, I, sxo, sxl, syo, syl, splits, tx, 0, 0, I // f))
         gx, gy, gz, bx, by, bz, sm = self.dims
         with prm.lock:
             v = prm.vals
             v[0], v[1], v[11], v[12] = xptr, yptr, part.data.ptr, cnt
             rc = _coop_launch(self.fptr, gx, gy, gz, bx, by, bz, sm, stream, prm.addr)
-        if rc:
-            self._sync_refused(rc, f"shape (outer {O}, reduced {L}, inner {I})").cols(
-                xptr, yptr, O, L, I, sxo, sxl, syo, syl)
+        if rc:  # (the fallback is a plan of the original, unfolded problem)
+            self._sync_refused(rc, f"shape (outer {O}, reduced {L * f}, inner {I // f})").cols(
+                xptr, yptr, O, L * f, I // f, sxo, sxl // f, syo, syl // f)
 
     def rows(self, xptr: int, yptr: int, R: int, L: int, sx: int, sy: int) -> None:
         """Launch on the rows layout (all pointers/strides in elements' units

@@ -906,6 +906,54 @@ CSM_DEVICE MD<C> cols_merge_partials(const C* part, i64 n, int W, int wv, MD<C>*
   return tot;
 }
 
+// softmax_cols_sync's FOLD form: a slab (L, fI) of fI elements a row, fI
+// not a multiple of the pack, read as (L / fv, fI * fv): rows of fI * fv
+// elements are whole 16-byte packs, and column c of the reshaped slab holds
+// elements of the original column c % fI (a row of the reshaped slab is fv
+// original rows). The totals of original column c are those of the fv
+// reshaped columns c % fI + j * fI (j < fv), over the n splits of each:
+// part holds the slab's partials (tile t, split k, column w at
+// part[2 * ((t * n + k) * W + w)], t from the slab's first tile), i0 the
+// reshaped column of this tile's column 0. Like cols_merge_partials: thread j
+// takes column j % W of the (j / W)-th, (j / W + R)-th, ... of the fv * n
+// partials, MB in flight merged as a tree (the caller's rows stay in
+// registers meanwhile: MB is the most that fits beside them without spills
+// on sm_80 and sm_90: 2 at NR 16, 4 at NR 4), then the R rows meet in `red` in
+// row order; the order depends on n, W, fv and THREADS only, so every block
+// merging an original column's partials gets identical totals. On return
+// thread w < W holds the total of column w. Starts and ends with a barrier.
+template <typename C, int THREADS, int MB>
+CSM_DEVICE MD<C> cols_merge_fold(const C* part, int n, int W, int wv, i64 i0, i64 fI, int fv, MD<C>* red) {
+  const int c = threadIdx.x & (W - 1), R = THREADS / W, r = threadIdx.x / W;
+  const int N = n * fv;
+  const i64 oc = c < wv ? (i0 + c) % fI : 0;  // the original column
+  MD<C> acc = md_identity<C>();
+#pragma unroll 1
+  for (int e0 = r; e0 < N; e0 += R * MB) {
+    MD<C> q[MB];
+#pragma unroll
+    for (int b = 0; b < MB; ++b) {
+      const int e = e0 + b * R, j = e / n, k = e - j * n;
+      const i64 cj = oc + (i64)j * fI;  // reshaped column j of the original column
+      q[b] = (e < N && c < wv) ? ldcg_md<C>(part + 2 * (((cj / W) * n + k) * W + (cj & (W - 1))))
+                               : md_identity<C>();
+    }
+#pragma unroll
+    for (int h = 1; h < MB; h <<= 1)
+#pragma unroll
+      for (int b = 0; b + h < MB; b += 2 * h) q[b] = md_merge(q[b], q[b + h]);
+    acc = md_merge(acc, q[0]);
+  }
+  __syncthreads();  // red may still be read by an earlier reduction
+  red[threadIdx.x] = acc;
+  __syncthreads();
+  MD<C> tot = md_identity<C>();
+  if ((int)threadIdx.x < W)
+    for (int j = 0; j < R; ++j) tot = md_merge(tot, red[j * W + threadIdx.x]);
+  __syncthreads();
+  return tot;
+}
+
 template <typename T, typename C, int VEC, int THREADS, int UNR>
 __global__ void __launch_bounds__(THREADS, 1024 / THREADS)
 softmax_cols_split_partial(const T* __restrict__ x, C* ws, unsigned* cnt, i64 O, i64 L, i64 I,
@@ -1077,11 +1125,12 @@ softmax_cols_split_finish(const T* __restrict__ x, U* __restrict__ y,
 // `part`: tiles * splits * W (m, d).
 // ---------------------------------------------------------------------------
 
-template <typename T, typename U, bool LOG, int VEC, int THREADS, int NR, int MINB, bool PF>
+template <typename T, typename U, bool LOG, int VEC, int THREADS, int NR, int MINB, bool PF,
+          bool FOLD = false>
 __global__ void __launch_bounds__(THREADS, MINB)
 softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
                   i64 sxo, i64 sxl, i64 syo, i64 syl, i64 splits, int TX,
-                  typename ComputeOf2<T, U>::type* __restrict__ part, unsigned* __restrict__ cnt) {
+                  typename ComputeOf2<T, U>::type* __restrict__ part, unsigned* __restrict__ cnt, i64 fI) {
   typedef typename ComputeOf2<T, U>::type C;
   typedef Pack<T, VEC> P;
   static_assert(!PF || sizeof(P) == 16, "cp.async moves 16-byte packs");
@@ -1172,17 +1221,26 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
       p[1] = r.d;
     }
     __syncthreads();  // the partial stores precede thread 0's (cumulative) fence
-    if (threadIdx.x == 0) row_barrier_arrive(cnt + 2 * t, (unsigned)splits, COLS_SYNC_POLL_NS);
+    // the barrier: the tile's blocks; FOLD: every block of the slab (its
+    // first tile's counter), whose partials the fold merges
+    const i64 tb = FOLD ? t - t % tiles_i : t;
+    const unsigned nb = (unsigned)(FOLD ? tiles_i * splits : splits);
+    if (threadIdx.x == 0) row_barrier_arrive(cnt + 2 * tb, nb, COLS_SYNC_POLL_NS);
     __syncthreads();
 #if COLS_SYNC_STOP == 2  // + block reduction, partials and the barrier
-    if (threadIdx.x == 0) row_barrier_depart(cnt + 2 * t, (unsigned)splits);
+    if (threadIdx.x == 0) row_barrier_depart(cnt + 2 * tb, nb);
     continue;
 #endif
     // the tile's column totals (every block of the tile merges the same
     // partials in the same order: identical totals)
-    const MD<C> tot = cols_merge_partials<C, THREADS>(part + t * splits * W * 2, splits, (int)W, wl, red);
+    MD<C> tot;
+    if constexpr (FOLD)
+      tot = cols_merge_fold<C, THREADS, (NR >= 16 ? 2 : 4)>(part + tb * splits * W * 2, (int)splits, (int)W, wl,
+                                        (t - tb) * W, fI, (int)(I / fI), red);
+    else
+      tot = cols_merge_partials<C, THREADS>(part + t * splits * W * 2, splits, (int)W, wl, red);
     // (the merge ends with a barrier: every thread of the block has read the tile's partials)
-    if (threadIdx.x == 0) row_barrier_depart(cnt + 2 * t, (unsigned)splits);
+    if (threadIdx.x == 0) row_barrier_depart(cnt + 2 * tb, nb);
 #if COLS_SYNC_STOP == 3  // + the partials' merge (no write)
     if (tot.m == C(-1e30)) part[0] = C(0);
     continue;

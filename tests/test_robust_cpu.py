@@ -290,6 +290,74 @@ def test_cols_sync_launch_reuses_parameters_and_falls_back(monkeypatch):
         ln.cols(0, 0, *args)
 
 
+def test_cols_fold_launch_passes_fold_and_falls_back_unfolded(monkeypatch):
+    """softmax_cols_sync's FOLD launch without a GPU: the kernel gets the
+    reshaped (L / f, I x f) problem plus the original I as its last argument,
+    and a refused grid runs the fallback (the split stream of the original
+    problem) on the original, unfolded shape and strides."""
+    dev = _dispatch.DeviceInfo(132, 90)
+    O, L, I = 1, 4000, 1001
+    plan = _dispatch._plan_cols_fold(O, L, I, "float32", "float32", False, dev, 1)
+    assert plan is not None and plan.fold == 4 and plan.kernel.endswith("true, true>")
+    assert plan.fallback.kernel.startswith("softmax_cols_split_finish") and plan.fallback.fold == 1
+    monkeypatch.setattr(_launch, "get_kernel", lambda src, name, dev: _SmemKernel())
+
+    class _Buf:
+        def __init__(self, ptr):
+            self.data = type("D", (), {"ptr": ptr})()
+
+    monkeypatch.setattr(_launch, "_cupy", type("C", (), {"empty": staticmethod(lambda n, dt: _Buf(1 << 20))}))
+    monkeypatch.setattr(_launch, "_current_stream", lambda: type("S", (), {"ptr": 7})())
+    monkeypatch.setattr(_launch, "zeroed_workspace", lambda dev_id, stream, kind, n: 4096)
+    calls, rc = [], [0]
+
+    def coop(fptr, gx, gy, gz, bx, by, bz, smem, stream, addr):
+        calls.append(list(next(iter(ln.cols_prm.values())).vals))
+        return rc[0]
+
+    monkeypatch.setattr(_launch, "_coop_launch", coop)
+    ln = _launch.Launch(plan, 0)
+    f = plan.fold
+    args = (O, L // f, I * f, L * I, I * f, L * I, I * f)
+    ln.cols(111, 222, *args)
+    assert calls[0][:9] == [111, 222, *args] and calls[0][13] == I and len(calls[0]) == 14
+    fell = []
+    ln.fallback = type("F", (), {"cols": lambda self, *a: fell.append(a)})()
+    rc[0] = _launch._COOP_TOO_LARGE
+    ln.cols(555, 666, *args)
+    assert fell == [(555, 666, O, L, I, L * I, I, L * I, I)]
+
+
+def test_cols_fold_rules():
+    """_plan_cols_fold: the fold factor (16-byte pack / gcd(I, pack)); None
+    where I is a multiple of the pack, L is not a multiple of the factor, or
+    the compute is float64; one slab's blocks a round; plan_cols takes it only
+    for dense slabs (its ``dense`` flag) of arrays of at least
+    COLS_FOLD_MIN_BYTES; the compile-check enumeration lists its kernels."""
+    dev = _dispatch.DeviceInfo(132, 90)
+    ff = _dispatch.fold_factor
+    assert (ff(1001, "float32", "float32"), ff(1002, "float32", "float32"), ff(1000, "float32", "float32")) == (4, 2, 1)
+    assert (ff(1001, "bfloat16", "bfloat16"), ff(1500, "float16", "float16"), ff(255, "float32", "bfloat16")) == (8, 2, 4)
+    assert _dispatch._plan_cols_fold(1, 4002, 1001, "float32", "float32", False, dev, 1) is None  # 4002 % 4
+    assert _dispatch._plan_cols_fold(1, 4000, 1000, "float32", "float32", False, dev, 4) is None  # aligned
+    assert _dispatch._plan_cols_fold(1, 4000, 1001, "float64", "float64", False, dev, 1) is None
+    for dt in ("float32", "bfloat16", "float16"):
+        for O, L, I in ((1, 4000, 1001), (3, 512, 37), (1, 16384, 255)):
+            p = _dispatch._plan_cols_fold(O, L, I, dt, dt, True, dev, 1)
+            assert p is not None and p.sync and p.fold == ff(I, dt, dt), (dt, O, L, I, p)
+            tx, splits, tiles, r = p.extra
+            unit = tiles // O * splits  # one slab's blocks
+            assert tiles % O == 0 and p.grid[0] % unit == 0 and p.grid[0] <= tiles * splits, p
+            auto = _dispatch.plan_cols(O, L, I, dt, dt, True, dev, 1, True)
+            big = O * L * I * (4 if dt == "float32" else 2) >= _dispatch.COLS_FOLD_MIN_BYTES
+            assert (auto.fold > 1) == big, auto
+            assert _dispatch.plan_cols(O, L, I, dt, dt, True, dev, 1, False).fold == 1
+    # 8-byte narrow packs keep the narrow-pack plan (16-bit I a multiple of 4, not 8)
+    assert _dispatch.plan_cols(1, 4000, 1500, "bfloat16", "bfloat16", False, dev, 4, True).fold == 1
+    names = {k for _, k in _dispatch.all_forward_kernels(dev)}
+    assert "softmax_cols_sync<float, float, false, 4, 256, 16, 2, true, true>" in names
+
+
 def test_op_label_reads_the_log_flag_not_later_flags():
     """Error messages name the operation from the kernel's first boolean
     template argument (LOG): later flags (softmax_cols_sync's PF,

@@ -984,6 +984,73 @@ def test_cols_narrow(dtype, log):
     assert ("sync", True) in seen and ("cl", True, 8) in seen and ("cl", False, 8) in seen, seen
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,out_dtype", [("float32", None), ("bfloat16", None), ("float16", None),
+                                             ("float32", "bfloat16")])
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_fold(dtype, out_dtype, log):
+    """softmax_cols_sync's FOLD form (_plan_cols_fold): dense slabs whose
+    unit-stride length I is not a multiple of the 16-byte pack, read as
+    (L / f, I x f). The dispatcher's fold plan and every NR forced, over one
+    round and one slab a round (O = 2, 3: several rounds), a partial last
+    tile, special columns, output poisoned first; then the public call on
+    the dense array (the dispatcher's choice) and on a non-dense view of
+    the same values (a column slice: no fold)."""
+    import cupy as cp
+    from cusoftmax._launch import Launch
+
+    dev = real_device_info()
+    odt = out_dtype or dtype
+    isz, osz = np.dtype(np_dtype(dtype)).itemsize, np.dtype(np_dtype(odt)).itemsize
+    v = 16 // max(isz, osz)
+    rng = np.random.default_rng(17)
+    cases = [(1, 1000, 1001), (2, 400, 1001), (1, 16384, 255), (3, 512, 37), (1, 800, 1502),
+             (1, 40000, 9), (2, 4000, 1001)]
+    forced = 0
+    for O, L, I in cases:
+        vec = v
+        while vec > 1 and I % vec:
+            vec //= 2
+        f = _dispatch.fold_factor(I, dtype, odt)
+        assert f > 1 and L % f == 0, (O, L, I, f)
+        xh = _cols_special_input(rng, (O, L, I), dtype)
+        x = cp.asarray(xh)
+        plans = []
+        for nr in (None,) + _dispatch.COLS_FOLD_NR:
+            p = _dispatch._plan_cols_fold(O, L, I, dtype, odt, log, dev, vec, nr=nr)
+            if p is None:
+                continue
+            assert p.fold == f and p.kernel.endswith("true, true>"), p
+            assert p.fallback is not None and p.fallback.fold == 1, p
+            plans.append(p)
+            splits, tiles = p.extra[1], p.extra[2]
+            if O > 1:  # one slab a round
+                plans.append(dataclasses.replace(p, grid=(tiles // O * splits,)))
+        assert plans, (O, L, I)
+        L2, I2 = L // f, I * f
+        for p in plans:
+            y = cp.full((O, L, I), np.nan, dtype=np_dtype(odt))
+            Launch(p, x.data.device_id).cols(x.data.ptr, y.data.ptr, O, L2, I2, L * I, I2, L * I, I2)
+            check_forward(y, xh, axis=1, log=log, out_dtype=odt, ctx=f"{p.kernel} grid {p.grid} {(O, L, I)}")
+            forced += 1
+        fn = cusoftmax.log_softmax if log else cusoftmax.softmax
+        auto = _dispatch.plan_cols(O, L, I, dtype, odt, log, dev, vec, True)
+        y = fn(x, axis=1, dtype=out_dtype)
+        check_forward(y, xh, axis=1, log=log, out_dtype=odt, ctx=f"api {(O, L, I)} {auto.kernel}")
+        # a column slice of a wider array: rows of I + 1, not dense (no fold)
+        xw = cp.empty((O, L, I + 1), dtype=x.dtype)
+        xw[:, :, :I] = x
+        y = fn(xw[:, :, :I], axis=1, dtype=out_dtype)
+        check_forward(y, xh, axis=1, log=log, out_dtype=odt, ctx=f"api sliced {(O, L, I)}")
+        del x, xw, y
+    assert forced >= 2 * len(cases), forced
+    # the dispatcher takes the fold plan on dense slabs (the threshold permitting)
+    big = (1, 4000, 1001)
+    nbytes = big[0] * big[1] * big[2] * isz
+    auto = _dispatch.plan_cols(*big, dtype, odt, log, dev, 1, True)
+    assert (auto.fold > 1) == (nbytes >= _dispatch.COLS_FOLD_MIN_BYTES), auto
+
+
 @pytest.mark.parametrize("dev", DEVS, ids=["H100", "A100"])
 def test_smem1_rows_plan(dev):
     """Many rows of 16-64 KiB (32-bit rows: 32-64 KiB) take softmax_smem one
