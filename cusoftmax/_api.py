@@ -108,10 +108,9 @@ def _prepare(x, axis, dtype, algorithm, log, out):
         _, O, L, I, (sxo, syo), (sxl, syl), (ox, oy) = lay
         # widest vector along I (<= 16 bytes) that pointers, strides and I allow
         xe, ye = (x.data.ptr & 15) // isz + ox, yptr_mod // osz + oy
-        vec = _dispatch.VECTOR_BYTES // max(isz, osz)
+        vf = vec = _dispatch.VECTOR_BYTES // max(isz, osz)
         while vec > 1 and any(v % vec for v in (xe, ye, I, sxo, sxl, syo, syl)):
             vec //= 2
-        vf = _dispatch.VECTOR_BYTES // max(isz, osz)
         dense = (xe % vf == 0 and ye % vf == 0 and sxl == I and syl == I
                  and (O == 1 or (sxo == L * I and syo == L * I)))
         plan = _dispatch.plan_cols(O, L, I, tin, tout, log, dev, vec, dense)

@@ -865,6 +865,31 @@ template <> CSM_DEVICE MD<double> ldcg_md<double>(const double* p) {
   return MD<double>{v.x, v.y};
 }
 
+// The MB pairs q merged as a tree (q[0] + q[1], q[2] + q[3], ..., then pairs of
+// those): the merge order of cols_merge_partials / cols_merge_fold.
+template <typename C, int MB> CSM_DEVICE MD<C> md_tree(MD<C> (&q)[MB]) {
+#pragma unroll
+  for (int h = 1; h < MB; h <<= 1)
+#pragma unroll
+    for (int b = 0; b + h < MB; b += 2 * h) q[b] = md_merge(q[b], q[b + h]);
+  return q[0];
+}
+
+// The end of both merges: each thread's running total `acc` (thread j: row
+// j / W of column j % W) meets the other R - 1 rows of its column in `red`,
+// in row order; thread w < W returns the total of column w. Barriers before
+// (red may still be read by an earlier reduction) and after.
+template <typename C> CSM_DEVICE MD<C> cols_merge_rows(MD<C> acc, int W, int R, MD<C>* red) {
+  __syncthreads();
+  red[threadIdx.x] = acc;
+  __syncthreads();
+  MD<C> tot = md_identity<C>();
+  if ((int)threadIdx.x < W)
+    for (int j = 0; j < R; ++j) tot = md_merge(tot, red[j * W + threadIdx.x]);
+  __syncthreads();
+  return tot;
+}
+
 // Merge n per-column partials part[k][W] (k < n, (m, d) pairs of W columns,
 // W a power of two dividing THREADS; columns from wv on are not read) into
 // column totals: thread j takes column j % W of splits j / W, j / W + R, ...
@@ -890,20 +915,9 @@ CSM_DEVICE MD<C> cols_merge_partials(const C* part, i64 n, int W, int wv, MD<C>*
       const i64 k = k0 + (i64)b * R;
       q[b] = (k < n && c < wv) ? ldcg_md<C>(part + 2 * (k * W + c)) : md_identity<C>();
     }
-#pragma unroll
-    for (int h = 1; h < MB; h <<= 1)
-#pragma unroll
-      for (int b = 0; b + h < MB; b += 2 * h) q[b] = md_merge(q[b], q[b + h]);
-    acc = md_merge(acc, q[0]);
+    acc = md_merge(acc, md_tree<C, MB>(q));
   }
-  __syncthreads();  // red may still be read by an earlier reduction
-  red[threadIdx.x] = acc;
-  __syncthreads();
-  MD<C> tot = md_identity<C>();
-  if ((int)threadIdx.x < W)
-    for (int j = 0; j < R; ++j) tot = md_merge(tot, red[j * W + threadIdx.x]);
-  __syncthreads();
-  return tot;
+  return cols_merge_rows<C>(acc, W, R, red);
 }
 
 // softmax_cols_sync's FOLD form: a slab (L, fI) of fI elements a row, fI
@@ -938,20 +952,9 @@ CSM_DEVICE MD<C> cols_merge_fold(const C* part, int n, int W, int wv, i64 i0, i6
       q[b] = (e < N && c < wv) ? ldcg_md<C>(part + 2 * (((cj / W) * n + k) * W + (cj & (W - 1))))
                                : md_identity<C>();
     }
-#pragma unroll
-    for (int h = 1; h < MB; h <<= 1)
-#pragma unroll
-      for (int b = 0; b + h < MB; b += 2 * h) q[b] = md_merge(q[b], q[b + h]);
-    acc = md_merge(acc, q[0]);
+    acc = md_merge(acc, md_tree<C, MB>(q));
   }
-  __syncthreads();  // red may still be read by an earlier reduction
-  red[threadIdx.x] = acc;
-  __syncthreads();
-  MD<C> tot = md_identity<C>();
-  if ((int)threadIdx.x < W)
-    for (int j = 0; j < R; ++j) tot = md_merge(tot, red[j * W + threadIdx.x]);
-  __syncthreads();
-  return tot;
+  return cols_merge_rows<C>(acc, W, R, red);
 }
 
 template <typename T, typename C, int VEC, int THREADS, int UNR>
