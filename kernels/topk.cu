@@ -174,19 +174,32 @@ template <> struct Cand<double> {
 };
 
 // One candidate per lane sorted across the warp, best first (lane 0 holds
-// the best): a bitonic sort through shuffles.
-template <typename CT>
+// the best): a bitonic sort through shuffles. ROLLED: as loops (a tenth of
+// the code, for code run once a launch, whose instruction fetch is cold; an
+// experiment switch of topk_seg, kernels/seg_tail_trace.txt).
+template <typename CT, bool ROLLED = false>
 CSM_DEVICE typename CT::type warp_sort_best_first(typename CT::type c, int lane) {
   typedef typename CT::type K;
+  if constexpr (!ROLLED) {
 #pragma unroll
-  for (int size = 2; size <= 32; size <<= 1) {
+    for (int size = 2; size <= 32; size <<= 1) {
 #pragma unroll
-    for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      const K o = CT::shfl_xor(c, stride);
-      // in a best-first block the lower lane of a pair keeps the better one
-      const bool keep_better = ((lane & stride) == 0) == ((lane & size) == 0 || size == 32);
-      const bool o_better = CT::better(o, c);
-      if (keep_better == o_better) c = o;
+      for (int stride = size >> 1; stride > 0; stride >>= 1) {
+        const K o = CT::shfl_xor(c, stride);
+        // in a best-first block the lower lane of a pair keeps the better one
+        const bool keep_better = ((lane & stride) == 0) == ((lane & size) == 0 || size == 32);
+        const bool o_better = CT::better(o, c);
+        if (keep_better == o_better) c = o;
+      }
+    }
+  } else {  // the same steps
+#pragma unroll 1
+    for (int size = 2; size <= 32; size <<= 1) {
+#pragma unroll 1
+      for (int stride = size >> 1; stride > 0; stride >>= 1) {
+        const K o = CT::shfl_xor(c, stride);
+        if ((((lane & stride) == 0) == ((lane & size) == 0 || size == 32)) == CT::better(o, c)) c = o;
+      }
     }
   }
   return c;
@@ -971,6 +984,11 @@ template <> struct SegMinBlocks<double> { enum { value = 2 }; };
 #define TOPK_SEG_RANK_MAX 256
 #define TOPK_SEG_INC 2048
 #define TOPK_SEG_KP_MAX 64
+// Experiment switch: the last block's warp sorts as loops (TOPK_SEG_ROLLED 1;
+// kernels/seg_tail_trace.txt).
+#ifndef TOPK_SEG_ROLLED
+#define TOPK_SEG_ROLLED 0
+#endif
 #ifndef TOPK_SEG_REREAD_ELEMS
 #define TOPK_SEG_REREAD_ELEMS 16
 #endif
@@ -986,6 +1004,25 @@ template <> struct SegMinBlocks<double> { enum { value = 2 }; };
     if (keep) idx[0] = -1;        \
     return;                       \
   }
+
+// Timeline hook of tools/seg_trace.py (-DTOPK_SEG_TRACE: thread 0 of each
+// block of rows < 64, segments-blocks < 32 stamps %globaltimer at entry (0)
+// and after streaming (1); the row's last block at 2 (elected), 9 (partials
+// merged), 7 (keys loaded), 8 (warp sort), 3 (maxima sorted), 4 (ranked), 5
+// (candidates collected), 6 (end); the library never defines it).
+#ifdef TOPK_SEG_TRACE
+__device__ unsigned long long seg_trace[64 * 32 * 16];
+#define SEG_T(i)                                                                      \
+  do {                                                                                \
+    if (threadIdx.x == 0 && blockIdx.y < 64 && blockIdx.x < 32) {                     \
+      unsigned long long t_;                                                          \
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                          \
+      seg_trace[(blockIdx.y * 32 + blockIdx.x) * 16 + (i)] = t_;                      \
+    }                                                                                 \
+  } while (0)
+#else
+#define SEG_T(i)
+#endif
 
 template <typename T, typename C, int MODE, int UNROLL>
 __global__ void __launch_bounds__(TOPK_SEG_THREADS, SegMinBlocks<C>::value)
@@ -1022,6 +1059,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   C* wv = wsv + r * TOPK_SEG_WMAX;
 
   // ---- 1. stream this block's segments ------------------------------------
+  SEG_T(0);
   MD<C> md = md_identity<C>();
   const i64 jb = s * spb, je = min((i64)W, jb + spb);
   for (i64 j = jb + warp; j < je; j += nw) {
@@ -1090,6 +1128,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
       wv[j] = sec;
     }
   }
+  SEG_T(1);
   TOPK_SEG_STOP_AT(1, md.d == C(-1) || md.m == C(-7));
   if (MODE == TOPK_ONLINE) {
     md = topk_block_md<C>(md, red_md);
@@ -1111,6 +1150,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   TOPK_SEG_STOP_AT(2, false);
 
   // ---- 2. the last block of the row ----------------------------------------
+  SEG_T(2);
   if (tid == 0) {
     cnt[r] = 0u;  // ready for the next launch
     s_n = 0;
@@ -1146,6 +1186,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
       list[0] = b;
     }
     topk_write<C, MODE>(list, md, vals, idx, r, 1, out_code, log);  // (thread 0 writes)
+    SEG_T(6);
     return;
   }
   const int KP = (int)kp;
@@ -1163,9 +1204,15 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
     v0 = __ldcg(wv + i0);
   }
   md = MODE == TOPK_ONLINE ? seg_partials_md<C>(wsm, r, S) : md_identity<C>();
+#ifdef TOPK_SEG_TRACE
+  if (md.d == C(-3)) idx[1] = -1;  // md's loads done before point 9
+#endif
+  SEG_T(9);
   if (warp < nchunk) {
     if (i0 < W) segv[i0] = v0;
-    segk[i0] = warp_sort_best_first<CT>(c0, lane);
+    SEG_T(7);
+    segk[i0] = warp_sort_best_first<CT, (TOPK_SEG_ROLLED > 0)>(c0, lane);
+    SEG_T(8);
   }
   for (int ch = warp + nw; ch < nchunk; ch += nw) {
     const int i = ch * 32 + lane;
@@ -1174,13 +1221,14 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
       c = CT::ldcg(wk + i);
       segv[i] = __ldcg(wv + i);
     }
-    segk[i] = warp_sort_best_first<CT>(c, lane);
+    segk[i] = warp_sort_best_first<CT, (TOPK_SEG_ROLLED > 0)>(c, lane);
   }
   if (MODE == TOPK_ONLINE) {
     md = topk_block_md<C>(md, red_md);  // its barriers publish segk[], segv[]
   } else {
     __syncthreads();
   }
+  SEG_T(3);
   TOPK_SEG_STOP_AT(3, md.d == C(-1) || CT::hi(segk[tid % TOPK_SEG_WMAX]) == 7u || segv[tid % TOPK_SEG_WMAX] == C(-7));
   const int nsel = (int)min((i64)W, k);
   for (int i = tid; i < nchunk * 32; i += bd) {
@@ -1209,6 +1257,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
     }
   }
   __syncthreads();
+  SEG_T(4);
   TOPK_SEG_STOP_AT(4, md.d == C(-1) || CT::hi(s_tau) == 7u || sel[tid % TOPK_SEG_KP_MAX] == -7 || CT::hi(selk[tid % TOPK_SEG_KP_MAX]) == 7u);
   K tau = s_tau;
 
@@ -1264,6 +1313,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
     }
   }
   __syncthreads();
+  SEG_T(5);
   TOPK_SEG_STOP_AT(5, md.d == C(-1) || s_n == -7 || CT::hi(inc[tid]) == 7u);
   const int n = s_n;
   if (n <= TOPK_SEG_RANK_MAX) {
@@ -1283,6 +1333,10 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
         }
       }
     }
+#ifdef TOPK_SEG_TRACE
+    __syncthreads();
+#endif
+    SEG_T(6);
     return;
   }
   if (n <= TOPK_SEG_INC) {
@@ -1325,6 +1379,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   }
   __syncthreads();
   topk_write<C, MODE>(top, md, vals, idx, r, k, out_code, log);
+  SEG_T(6);
 }
 
 // ----------------------------------------------------------------------------

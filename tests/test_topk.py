@@ -508,9 +508,14 @@ def test_csm_regime(dtype):
     plateau[rng.choice(L, 2400, replace=False)] = 100.0  # hundreds of tied maxima
     nan_row = base.copy()
     nan_row[77] = np.nan
+    # the top concentrated in a few of the blocks' groups (packs q with q mod
+    # 512 < 4, in the row's first eighth)
+    grouped = base.copy()
+    cols = np.arange(L)
+    grouped[((cols // (16 // isz)) % 512 < 4) & (cols < L // 8)] += 50.0
     kinds = [base, plateau, np.sort(base), rng.integers(-3, 4, L).astype(np.float64),
              np.where(rng.random(L) < 0.9, -np.inf, base), np.full(L, -np.inf), nan_row,
-             make_data(rng, (L,), "specials")]
+             make_data(rng, (L,), "specials"), grouped]
     for cs in _dispatch.TOPK_CSM_CLUSTERS:
         rows = max(len(kinds) if cs == 8 else 1, dev.sm_count // cs)
         if rows * cs > dev.sm_count:

@@ -85,8 +85,13 @@ def sweep():
     t0 = time.time()
     for dt in ("float32", "bfloat16", "float16"):
         for R, L in ((1, 32768), (3, 50001), (8, 16384), (2, 65536 + 7)):
-            for style in ("normal", "ties", "sorted", "wide", "specials", "neginf", "equal"):
-                a = np.zeros((R, L + 3)) if style == "equal" else make_data(rng, (R, L + 3), style)
+            for style in ("normal", "ties", "sorted", "wide", "specials", "neginf", "equal", "grouped"):
+                a = np.zeros((R, L + 3)) if style == "equal" else \
+                    make_data(rng, (R, L + 3), "normal" if style == "grouped" else style)
+                if style == "grouped":  # the top in few groups (packs q with q mod 512 < 4, first eighth)
+                    c = np.arange(L + 3)
+                    a[:, ((c // (16 // np.dtype(np.float32 if dt == "float32" else np.float16).itemsize))
+                          % 512 < 4) & (c < L // 8)] += 50.0
                 if style == "normal" and R > 1:
                     a[0, 7] = np.nan
                     a[-1] = -np.inf

@@ -2,7 +2,10 @@
 compiled to end after phase n (-DTOPK_SEG_STOP=n: 1 streaming, 2 + block
 (m, d) and the last-block election, 3 + (m, d) merge, maxima loaded and
 chunk-sorted, 4 + ranks, 5 + candidates collected; full), each timed like the
-benchmark (CUDA events, L2 flushed, median of 30), Usage: PYTHONPATH=.:tools python tools/prof_seg.py [threads] [R,L,k ...]"""
+benchmark (CUDA events, L2 flushed, median of 30); "variants": the full
+kernel under each -D set instead (indices checked equal, 3 alternating
+rounds, min of the medians). Usage:
+    PYTHONPATH=.:tools python tools/prof_seg.py [variants] [threads] [R,L,k ...]"""
 import sys
 
 import numpy as np
@@ -42,7 +45,7 @@ def main():
     variants = [()]
     if args and args[0] == "variants":  # the full kernel under each -D set
         args.pop(0)
-        variants = [(), ("-DTOPK_SEG_REREAD_ELEMS=32",)]
+        variants = [(), ("-DTOPK_SEG_ROLLED=1",)]
     if args and "," not in args[0]:
         D.TOPK_SEG_THREADS = int(args.pop(0))
     shapes = [tuple(int(v) for v in a.split(",")) for a in args] or [
@@ -56,15 +59,30 @@ def main():
         line = f"{R:>4}x{L:<7} k={k:<3} grid={pl.grid} block={pl.block} sp={pl.seg_packs}:"
         runs = [(stop, ()) for stop in (1, 2, 3, 4, 5, 0)] if len(variants) == 1 else \
             [(0, v) for v in variants]
+        fns = {}
         for stop, opts in runs:
             mk = (stop, opts, pl.kernel)
             if mk not in mods:
                 mods[mk] = cp.RawModule(code=src, options=COMPILE_OPTIONS + (f"-DTOPK_SEG_STOP={stop}",) + opts,
                                         name_expressions=[pl.kernel])
-            fn = mods[mk].get_function(pl.kernel)
-            cnt.fill(0)  # stop 2 leaves them counting; later stops reset them
-            t = timeit(lambda: fn(pl.grid, pl.block, a))
-            line += f" {stop or 'full'}{' '.join(opts)} {t:6.2f}"
+            fns[stop, opts] = mods[mk].get_function(pl.kernel)
+        ref = None
+        for (stop, opts), fn in fns.items():  # variants: every full kernel's indices equal the first's
+            if stop == 0:
+                cnt.fill(0)
+                c.idx.fill(-1)
+                fn(pl.grid, pl.block, a)
+                got = cp.asnumpy(c.idx)
+                ref = got if ref is None else ref
+                if not np.array_equal(got, ref):
+                    line += f" WRONG{' '.join(opts)}"
+        ts = {key: [] for key in fns}
+        for _ in range(1 if len(variants) == 1 else 3):  # variants: 3 rounds alternating, min of medians
+            for (stop, opts), fn in fns.items():
+                cnt.fill(0)  # stop 2 leaves them counting; later stops reset them
+                ts[stop, opts].append(timeit(lambda: fn(pl.grid, pl.block, a)))
+        for (stop, opts), t in ts.items():
+            line += f" {stop or 'full'}{' '.join(opts)} {min(t):6.2f}"
         print(line, flush=True)
 
 

@@ -98,6 +98,12 @@ def main():
             one(op, (2, 20000, 41), axis=1, dtype="float64", label="cols-split")
             one(op, (1, 30000, 63), axis=1, dtype="float64", label="cols-split")
             one(op, (40, 400, 130), axis=1, dtype="float64", label="cols-split")
+            # the folded sync kernel (dense slabs of 6 MiB or more, unit-stride axes not a multiple of
+            # the pack): fold 4 at NR 16, two slabs, fold 8 in 16-bit, 64-byte tiles
+            one(op, (1, 2000, 1001), axis=1, label="cols-fold")
+            one(op, (2, 2000, 1001), axis=1, label="cols-fold")
+            one(op, (1, 4000, 1001), axis=1, dtype="bfloat16", label="cols-fold")
+            one(op, (1, 16384, 255), axis=1, dtype="float16", label="cols-fold")
             one(op, (6, 7, 40), axis=(0, 2), label="copy")
         for dt in ("float16", "bfloat16"):
             one(op, (9, 3001), dtype=dt, label="misaligned",
