@@ -959,12 +959,15 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
                       fallback=fb, fold=fold)
 
 
+def _pack_elems(in_dtype: str, out_dtype: str) -> int:
+    """Elements of a 16-byte pack of the wider of the two dtypes."""
+    return VECTOR_BYTES // max(numpy.dtype(_np_name(in_dtype)).itemsize, numpy.dtype(_np_name(out_dtype)).itemsize)
+
+
 def fold_factor(I: int, in_dtype: str, out_dtype: str) -> int:
     """The rows of an (L, I) slab that make one row of whole 16-byte packs:
     pack / gcd(I, pack) (1: I is already a multiple of the pack)."""
-    isz = numpy.dtype(_np_name(in_dtype)).itemsize
-    osz = numpy.dtype(_np_name(out_dtype)).itemsize
-    v = VECTOR_BYTES // max(isz, osz)
+    v = _pack_elems(in_dtype, out_dtype)
     return v // math.gcd(I, v)
 
 
@@ -979,12 +982,9 @@ def _plan_cols_fold(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None) -> Opt
     does not apply (16-byte packs of x, float arithmetic, at most
     COLS_SYNC_MAX_SPLITS blocks a tile). Its fallback (a refused
     cooperative launch) is the split stream of the original problem."""
-    f = fold_factor(I, in_dtype, out_dtype)
+    v, f = _pack_elems(in_dtype, out_dtype), fold_factor(I, in_dtype, out_dtype)
     if f == 1 or L % f:
         return None
-    isz = numpy.dtype(_np_name(in_dtype)).itemsize
-    osz = numpy.dtype(_np_name(out_dtype)).itemsize
-    v = VECTOR_BYTES // max(isz, osz)
     L2, I2 = L // f, I * f
 
     def merge_loads(p):  # partials a thread merges after the barrier: f x splits over THREADS / W
