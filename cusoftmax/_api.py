@@ -113,7 +113,10 @@ def _prepare(x, axis, dtype, algorithm, log, out):
             vec //= 2
         dense = (xe % vf == 0 and ye % vf == 0 and sxl == I and syl == I
                  and (O == 1 or (sxo == L * I and syo == L * I)))
-        plan = _dispatch.plan_cols(O, L, I, tin, tout, log, dev, vec, dense)
+        # rows off the 16-byte grid alike in x and y (skewed packs)
+        skew = (isz == osz and x.data.ptr % isz == 0 and (xe - ye) % vf == 0 and (sxl - syl) % vf == 0
+                and (sxo - syo) % vf == 0)
+        plan = _dispatch.plan_cols(O, L, I, tin, tout, log, dev, vec, dense, skew)
         if _dispatch.cols_prefers_copy(plan, O, L, I, dev):
             lay = None
     if lay is None:

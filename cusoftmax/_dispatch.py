@@ -387,6 +387,26 @@ COLS_NARROW_SYNC_MAX_ROUNDS = 2
 COLS_FOLD_MIN_BYTES = 6 << 20
 COLS_FOLD_NR = (16, 4)
 COLS_FOLD_MAX_MERGE_LOADS = 4
+#: Skewed packs (softmax_cols_cl's SK form, _choose_cols_skew): on sm_90, a
+#: same-dtype float16 / bfloat16 array whose unit-stride axis is off the
+#: 16-byte grid (narrow packs otherwise) but whose x and y rows are off it
+#: alike, with rows of at least COLS_SKEW_MIN_ROW_BYTES (by itemsize: the
+#: itemsizes listed) and at least COLS_SKEW_MIN_BYTES in all, takes the
+#: cluster kernel with packs of COLS_SKEW_PACK_BYTES on each row's own grid
+#: (a tile loads TX packs a row and writes TX - 2), NR the first of
+#: COLS_SKEW_NR that fits a cluster. H100 (tools/cols_skew_try.py,
+#: tools/layout_table.py; kernels/cols_skew.txt), against the same data
+#: contiguous, skewed against the plan before: bfloat16 (1000, 5001) 1.34x
+#: against 1.62x (log 1.36x), (2000, 3001) 1.68x against 1.87x; float16
+#: 1.44x against 1.78x, 1.67x against 1.90x. Ties or losses elsewhere: 16-bit
+#: (333, 3001) 1.40-1.45x against 1.40-1.42x, (1000, 1001) 1.45-1.57x
+#: against 1.24-1.40x; float32 (2000, 3001) 1.61x against 1.58x, (1000, 5001)
+#: 1.47-1.53x against 1.57x but log_softmax 1.73x against 1.53x: float32
+#: keeps the narrow plans.
+COLS_SKEW_MIN_ROW_BYTES = {2: 6000}
+COLS_SKEW_MIN_BYTES = 8 << 20
+COLS_SKEW_PACK_BYTES = {2: 8, 4: 16}  # (float32: the experiments')
+COLS_SKEW_NR = (8, 16)
 #: Grid-stride kernels launch at most this many blocks per SM.
 MAX_BLOCKS_PER_SM = 32
 #: Allowed "packs per thread" values (template instantiations): a need is
@@ -1010,25 +1030,30 @@ def _plan_cols_fold(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None) -> Opt
 
 
 def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
-                  segment=COLS_SPLIT_SEGMENT, nt=1, v=None) -> Optional[LaunchPlan]:
+                  segment=COLS_SPLIT_SEGMENT, nt=1, v=None, sk=False) -> Optional[LaunchPlan]:
     """softmax_cols_cl: a cluster of 1-8 blocks a tile, rows in registers,
     partials exchanged through distributed shared memory (sm_90, same-dtype
     float16 / bfloat16 / float32 with 16-byte packs of x and y). ``nr``: packs
     a thread (None: the smallest of COLS_CL_NR whose cluster has at most
     COLS_CL_FIRST_CLUSTER blocks, else at most 8); ``nt``: tiles a cluster
     (the kernel's NT; 2 was slower everywhere measured, tools/cl_phase.py
-    --nt, so the dispatcher keeps 1). None where it does not apply."""
+    --nt, so the dispatcher keeps 1); ``sk``: skewed packs of ``v``
+    elements (the kernel's SK: rows off the v-element grid, x and y skewed
+    alike; the caller checks), a tile writing two packs fewer a row than it
+    loads. None where it does not apply."""
     if (dev.cc < 90 or in_dtype != out_dtype or in_dtype not in COLS_CL_DTYPES):
         return None
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
     if v is None:
         v = VECTOR_BYTES // isz
-    if vec < v or v * isz > VECTOR_BYTES:
+    if (vec < v and not sk) or v * isz > VECTOR_BYTES:
         return None
     w = max(v, min(segment // isz, _next_pow2(I), 32 * v))
     tx = w // v
+    if sk and tx < 4:
+        return None
     ny = COLS_CL_THREADS // tx
-    tiles = O * _cdiv(I, w)
+    tiles = O * (_cdiv(I + v - 1, w - 2 * v) if sk else _cdiv(I, w))
     if tiles > COLS_CL_MAX_TILES or w > COLS_CL_W_MAX:  # grid.y; the kernel's tile arrays
         return None
 
@@ -1046,7 +1071,7 @@ def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
         return None
     T = CTYPE[in_dtype]
     k = (f"softmax_cols_cl<{T}, {T}, {'true' if log else 'false'}, {v}, {COLS_CL_THREADS}, {nr}, {cl}, "
-         f"{COLS_CL_MINB[nr]}, {nt}>")
+         f"{COLS_CL_MINB[nr]}, {nt}{', true' if sk else ''}>")
     return LaunchPlan("cols", "softmax.cu", k, (cl, _cdiv(tiles, nt)), (COLS_CL_THREADS,), 1,
                       extra=(tx, cl, tiles, nr))
 
@@ -1083,6 +1108,24 @@ def _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[Lau
     return None
 
 
+def _choose_cols_skew(O, L, I, in_dtype, out_dtype, log, dev) -> Optional[LaunchPlan]:
+    """The skewed-pack softmax_cols_cl plan (see COLS_SKEW_MIN_ROW_BYTES) or
+    None. The caller checks that x's and y's rows are off the pack grid
+    alike."""
+    if dev.cc < 90 or in_dtype != out_dtype or in_dtype not in COLS_CL_DTYPES:
+        return None
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    if (isz not in COLS_SKEW_MIN_ROW_BYTES or I * isz < COLS_SKEW_MIN_ROW_BYTES[isz]
+            or O * L * I * isz < COLS_SKEW_MIN_BYTES):
+        return None
+    v = COLS_SKEW_PACK_BYTES[isz] // isz
+    for nr in COLS_SKEW_NR:
+        p = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, 1, nr=nr, v=v, sk=True)
+        if p is not None:
+            return p
+    return None
+
+
 def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[LaunchPlan]:
     """The plan for packs narrower than 16 bytes (see COLS_NARROW_NR): a
     softmax_cols_cl plan, a softmax_cols_sync plan in at most
@@ -1111,7 +1154,7 @@ def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional
 
 
 def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
-              dev: DeviceInfo, vec: int = 1, dense: bool = False) -> LaunchPlan:
+              dev: DeviceInfo, vec: int = 1, dense: bool = False, skew: bool = False) -> LaunchPlan:
     """Plan for the (O, L, I) layout, reduction along L, unit-stride I.
 
     ``vec`` is the widest vector (elements along I) the pointers, strides and
@@ -1133,7 +1176,9 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     stride L x I, or one slab) and both pointers 16-byte aligned, so an I
     that is not a multiple of the pack may take the folded sync kernel
     (``_plan_cols_fold``: scalar narrow packs, arrays of at least
-    COLS_FOLD_MIN_BYTES)."""
+    COLS_FOLD_MIN_BYTES). ``skew``: x's and y's rows (and slabs) are off the
+    16-byte grid alike (same offset modulo the pack), so narrow-pack arrays
+    may take skewed packs (``_choose_cols_skew``)."""
     T, U = CTYPE[in_dtype], CTYPE[out_dtype]
     LG = "true" if log else "false"
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
@@ -1153,6 +1198,9 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
             if fp is not None:
                 return fp
         if vec * isz < VECTOR_BYTES and dev.cc >= 90 and in_dtype == out_dtype and in_dtype in COLS_CL_DTYPES:
+            sk = _choose_cols_skew(O, L, I, in_dtype, out_dtype, log, dev) if skew else None
+            if sk is not None:
+                return sk
             nw = _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec)
             return nw if nw is not None else _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec)
         cl = _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec)
@@ -1277,6 +1325,12 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                                     k = (f"softmax_cols_cl<{T}, {T}, {LG}, {v}, {COLS_CL_THREADS}, {r}, {c}, "
                                          f"{COLS_CL_MINB[r]}, 1>")
                                     found[("softmax.cu", k)] = None
+                        v = COLS_SKEW_PACK_BYTES[isz] // isz  # skewed packs (_choose_cols_skew)
+                        for r in (COLS_SKEW_NR if isz in COLS_SKEW_MIN_ROW_BYTES else ()):
+                            for c in COLS_CL_CLUSTERS:
+                                k = (f"softmax_cols_cl<{T}, {T}, {LG}, {v}, {COLS_CL_THREADS}, {r}, {c}, "
+                                     f"{COLS_CL_MINB[r]}, 1, true>")
+                                found[("softmax.cu", k)] = None
                         r = COLS_NARROW_SYNC_NR  # (scalars)
                         k = (f"softmax_cols_sync<{T}, {T}, {LG}, 1, {COLS_SYNC_THREADS}, {r}, "
                              f"{COLS_SYNC_MINB[r]}, false>")

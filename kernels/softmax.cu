@@ -665,6 +665,23 @@ CSM_DEVICE void cols_warp_fold(MD<C>* md, int TX, MD<C>* red) {
   }
 }
 
+// The same for threads whose element e is tile column c0 + e, parked only
+// where bit e of `own` is set (softmax_cols_cl's SK form).
+template <typename C, int VEC, int WMAX>
+CSM_DEVICE void cols_warp_fold_at(MD<C>* md, int TX, MD<C>* red, int c0, unsigned own) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    for (int off = TX; off < 32; off <<= 1) {
+      MD<C> other;
+      other.m = shfl_xor(md[e].m, off);
+      other.d = shfl_xor(md[e].d, off);
+      md[e] = md_merge(md[e], other);
+    }
+    if (lane < TX && (own >> e & 1u)) red[warp * WMAX + c0 + e] = md[e];
+  }
+}
+
 template <typename T, typename U, bool LOG, int VEC, int THREADS, int STAGES, int CLUSTER>
 __global__ void CSM_CLUSTER_DIMS(CLUSTER) __launch_bounds__(THREADS, 1)
 softmax_cols_staged(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
@@ -1338,7 +1355,8 @@ __device__ unsigned long long cl_trace[1024 * 8];
 template <typename T, int NR, int CL> __host__ __device__ constexpr bool cols_cl_max_first() {
   return IsSame<T, bf16_t>::value || (IsSame<T, f16_t>::value && NR >= 8 && CL >= 8) || NR % 4 != 0;
 }
-template <typename T, typename U, bool LOG, int VEC, int THREADS, int NR, int CL, int MINB, int NT>
+template <typename T, typename U, bool LOG, int VEC, int THREADS, int NR, int CL, int MINB, int NT,
+          bool SK = false>
 __global__ void CSM_CLUSTER_DIMS(CL) __launch_bounds__(THREADS, MINB)
 softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
                 i64 sxo, i64 sxl, i64 syo, i64 syl, int TX) {
@@ -1361,18 +1379,62 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
   CL_T(0);
   const int tx = threadIdx.x % TX, ly = threadIdx.x / TX, NY = THREADS / TX;
   const unsigned s = blockIdx.x;  // the cluster spans grid.x: the block's rank
-  const i64 W = (i64)TX * VEC, tiles_i = (I + W - 1) / W, ntiles = O * tiles_i;
-  const i64 l0 = (i64)s * NY * NR + ly;
+  // SK (skewed packs): rows whose start is off the VEC-element grid. A
+  // thread loads the aligned packs of its row, so its element e is column
+  // cb + e of the row, cb = i0 - sh + (tx - 1) x VEC, sh the row's offset
+  // from the grid (mod VEC), i0 = tile x PW, PW = (TX - 2) x VEC. The row
+  // groups are permuted so that a warp's rows are congruent modulo WARPS (a
+  // multiple of VEC / gcd(row stride, VEC)): every row of a warp has the same
+  // sh, so the warp's lanes with the same tx hold the same columns. A tile
+  // reduces the PW + VEC - 1 columns [i0 - VEC + 1, i0 + PW) (its window, which
+  // every sh covers: lanes 0 and TX - 1 only load) and writes each row's packs
+  // of lanes 1 .. TX - 2, [i0 - sh, i0 - sh + PW): the tiles share no pack of a
+  // row (whole-pack stores, but at the row's ends), and the windows of
+  // neighbouring tiles overlap by VEC - 1 columns, whose totals both compute
+  // alike (the same rows merged in the same order). Values outside the row
+  // are masked to -inf in a row's first and last tiles. The caller makes y's
+  // rows skewed as x's.
+  const int lr = SK ? (ly % (32 / TX)) * WARPS + ly / (32 / TX) : ly;
+  const i64 W = (i64)TX * VEC, PW = SK ? W - 2 * VEC : W;
+  const i64 tiles_i = SK ? (I + VEC - 1 + PW - 1) / PW : (I + W - 1) / W, ntiles = O * tiles_i;
+  const i64 l0 = (i64)s * NY * NR + lr;
   i64 xo[NT], yo[NT];
   int wl[NT], nv[NT];  // wl: cluster-uniform (0: no such tile)
+  int q0[NT];  // the window index (partials, totals) of the thread's element 0
+  // SK: elements in the tile's window (bit e), in the row, written by this thread;
+  // edge: the tile's packs reach outside the row (cluster-uniform)
+  unsigned ownw[NT], valid[NT], wr[NT];
+  bool edge[NT];
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
-    const i64 t = (i64)blockIdx.y * NT + j, o = t / tiles_i, i0 = (t - o * tiles_i) * W;
-    const i64 i = i0 + (i64)tx * VEC;
-    wl[j] = t < ntiles ? (int)min(W, I - i0) : 0;
-    nv[j] = (t < ntiles && i < I && l0 < L) ? (int)min((i64)NR, (L - l0 + NY - 1) / NY) : 0;
-    xo[j] = o * sxo + i + l0 * sxl;
-    yo[j] = o * syo + i + l0 * syl;
+    const i64 t = (i64)blockIdx.y * NT + j, o = t / tiles_i, i0 = (t - o * tiles_i) * PW;
+    if constexpr (SK) {
+      wl[j] = t < ntiles ? (int)(PW + VEC - 1) : 0;
+      const i64 sh = ((i64)(((size_t)x / sizeof(T)) & (VEC - 1)) + o * sxo + i0 + l0 * sxl) & (VEC - 1);
+      const i64 cb = i0 - sh + (i64)(tx - 1) * VEC;
+      q0[j] = tx * VEC - (int)sh - 1;
+      ownw[j] = valid[j] = wr[j] = 0u;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        const bool in = cb + e >= 0 && cb + e < I;
+        if (q0[j] + e >= 0 && q0[j] + e < wl[j]) ownw[j] |= 1u << e;
+        if (in) valid[j] |= 1u << e;
+        if (in && tx >= 1 && tx <= TX - 2) wr[j] |= 1u << e;
+      }
+      edge[j] = i0 == 0 || i0 + PW + VEC > I;
+      nv[j] = ((ownw[j] & valid[j]) != 0u && l0 < L) ? (int)min((i64)NR, (L - l0 + NY - 1) / NY) : 0;
+      xo[j] = o * sxo + cb + l0 * sxl;
+      yo[j] = o * syo + cb + l0 * syl;
+    } else {
+      const i64 i = i0 + (i64)tx * VEC;
+      wl[j] = t < ntiles ? (int)min(W, I - i0) : 0;
+      nv[j] = (t < ntiles && i < I && l0 < L) ? (int)min((i64)NR, (L - l0 + NY - 1) / NY) : 0;
+      xo[j] = o * sxo + i + l0 * sxl;
+      yo[j] = o * syo + i + l0 * syl;
+      q0[j] = tx * VEC;
+      ownw[j] = valid[j] = wr[j] = (1u << VEC) - 1u;
+      edge[j] = false;
+    }
   }
   if constexpr (CL > 1) {
     if (threadIdx.x == 0) {
@@ -1392,6 +1454,17 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
 #pragma unroll
     for (int u = 0; u < NR; ++u)
       if (u < nv[j]) v[j][u] = load_pack<T, VEC>(x + xo[j] + (i64)u * NY * sxl);
+  if constexpr (SK) {
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+      if (edge[j])
+#pragma unroll
+        for (int u = 0; u < NR; ++u)
+          if (u < nv[j])
+#pragma unroll
+            for (int e = 0; e < VEC; ++e)
+              if (!(valid[j] >> e & 1u)) v[j][u].v[e] = from_compute<T>(Num<C>::neg_inf());
+  }
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
     if (wl[j] == 0) break;  // (cluster-uniform: no later tile either)
@@ -1424,11 +1497,11 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
           }
         C dd = d[0] + d[1];
         for (int off = TX; off < 32; off <<= 1) dd += shfl_xor(dd, off);
-        if (lane < TX) {
+        if (lane < TX && (!SK || (ownw[j] >> e & 1u))) {
           MD<C> w;
           w.m = lmax[e];
           w.d = dd;
-          red[j][warp * COLS_CL_W_MAX + lane * VEC + e] = w;
+          red[j][warp * COLS_CL_W_MAX + (SK ? q0[j] : lane * VEC) + e] = w;
         }
       }
     } else {
@@ -1467,7 +1540,11 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
           }
         }
       }
-      cols_warp_fold<C, VEC, COLS_CL_W_MAX>(md, TX, red[j]);
+      if constexpr (SK) {
+        cols_warp_fold_at<C, VEC, COLS_CL_W_MAX>(md, TX, red[j], q0[j], ownw[j]);
+      } else {
+        cols_warp_fold<C, VEC, COLS_CL_W_MAX>(md, TX, red[j]);
+      }
     }
     __syncthreads();
     if (j == 0) CL_T(1);
@@ -1529,19 +1606,21 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
       C m[VEC], sc[VEC];
 #pragma unroll
       for (int e = 0; e < VEC; ++e) {
+        // (SK: an element outside the window reads index 0's and is not stored)
+        const int ce = SK ? ((ownw[j] >> e & 1u) ? q0[j] + e : 0) : tx * VEC + e;
         if constexpr (OWN) {
-          MD<C> tot = cpart[j][0][tx * VEC + e];
+          MD<C> tot = cpart[j][0][ce];
           if constexpr (MF) {
-            tot = md_merge_all<C, CL>(&cpart[j][0][tx * VEC + e], COLS_CL_W_MAX);
+            tot = md_merge_all<C, CL>(&cpart[j][0][ce], COLS_CL_W_MAX);
           } else {
 #pragma unroll
-            for (int q = 1; q < CL; ++q) tot = md_merge(tot, cpart[j][q][tx * VEC + e]);
+            for (int q = 1; q < CL; ++q) tot = md_merge(tot, cpart[j][q][ce]);
           }
           m[e] = tot.m;
           sc[e] = row_scale<C, LOG>(tot);
         } else {
-          m[e] = fin[j][tx * VEC + e].m;
-          sc[e] = fin[j][tx * VEC + e].d;
+          m[e] = fin[j][ce].m;
+          sc[e] = fin[j][ce].d;
         }
         // KEEP: y = e^(x - base) * e^(base - m) / d; a thread with no finite
         // value keeps zeros (or NaN), scaled by 0 * (1 / d) (NaN for d = 0)
@@ -1565,7 +1644,13 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
 #if COLS_CL_STOP == 3  // (everything but the stores)
           if (to_compute<C>(r.v[0]) == C(-7))
 #endif
-          store_pack_cols<U, VEC>(y + yo[j] + (i64)u * NY * syl, r);
+          if (!SK || wr[j] == (1u << VEC) - 1u) {
+            store_pack_cols<U, VEC>(y + yo[j] + (i64)u * NY * syl, r);
+          } else if (wr[j] != 0u) {  // a pack over a row's end: its elements in the row
+#pragma unroll
+            for (int e = 0; e < VEC; ++e)
+              if (wr[j] >> e & 1u) y[yo[j] + (i64)u * NY * syl + e] = r.v[e];
+          }
         }
       }
     }

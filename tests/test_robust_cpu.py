@@ -375,3 +375,37 @@ def test_op_label_reads_the_log_flag_not_later_flags():
             assert _launch._op_label(dataclasses.replace(b, kernel=k)) == want + "_backward", k
         c = _dispatch.plan_backward_rows(4096, 300000, "float32", "float32", "float32", log, dev)
         assert c.regime == "cstream" and _launch._op_label(c) == want + "_backward", c.kernel
+
+
+def test_cols_skew_rules():
+    """_choose_cols_skew: plan_cols takes the skewed-pack cluster plan only
+    with its ``skew`` flag, on sm_90, for same-dtype 16-bit arrays
+    whose axis is off the 16-byte grid, with rows of at least
+    COLS_SKEW_MIN_ROW_BYTES and at least COLS_SKEW_MIN_BYTES in all (after
+    the fold, which wins where it applies); its packs are
+    COLS_SKEW_PACK_BYTES, a tile writes TX - 2 packs a row, and the
+    compile-check enumeration lists its kernels."""
+    h100, a100 = _dispatch.DeviceInfo(132, 90), _dispatch.DeviceInfo(108, 80)
+    names = {k for _, k in _dispatch.all_forward_kernels(h100)}
+    for dt, I in (("bfloat16", 5001), ("float16", 3001)):
+        isz = 2
+        for log in (False, True):
+            p = _dispatch.plan_cols(1, 2000, I, dt, dt, log, h100, 1, True, True)
+            assert p.kernel.startswith("softmax_cols_cl") and p.kernel.endswith(", 1, true>"), p
+            v = int(p.kernel.split(", ")[3])
+            assert v * isz == _dispatch.COLS_SKEW_PACK_BYTES[isz], p
+            tx = p.extra[0]
+            assert p.grid[1] == -(-(I + v - 1) // ((tx - 2) * v)), p  # tiles: TX - 2 packs written a row
+            assert p.kernel in names, p
+            assert not _dispatch.plan_cols(1, 2000, I, dt, dt, log, h100, 1, True, False).kernel.endswith("true>")
+            assert not _dispatch.plan_cols(1, 2000, I, dt, dt, log, a100, 1, True, True).kernel.endswith(", true>")
+        # below the bounds: the narrow plans
+        small_row = _dispatch.COLS_SKEW_MIN_ROW_BYTES[isz] // isz - 3
+        assert not _dispatch.plan_cols(1, 2000, small_row, dt, dt, False, h100, 1, True, True).kernel.endswith(", true>")
+        assert not _dispatch.plan_cols(1, 300, I, dt, dt, False, h100, 1, True, True).kernel.endswith(", true>")
+    # float32 keeps the narrow plans (log_softmax lost), and lists no skewed kernel
+    assert not _dispatch.plan_cols(1, 1000, 5001, "float32", "float32", False, h100, 1, True, True).kernel.endswith(", true>")
+    assert not any(k.startswith("softmax_cols_cl<float,") and k.endswith(", true>") for k in names)
+    # the fold first where it applies (dense, scalar packs, one slab's blocks at once)
+    assert _dispatch.plan_cols(1, 4000, 1001, "float32", "float32", False, h100, 1, True, True).fold == 4
+    assert _dispatch._plan_cols_cl(1, 2000, 5, "float32", "float32", False, h100, 1, nr=8, v=4, sk=True) is None

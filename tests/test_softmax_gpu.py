@@ -985,6 +985,86 @@ def test_cols_narrow(dtype, log):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_skew(dtype, log):
+    """softmax_cols_cl's SK form (skewed packs on each row's own grid, a
+    tile writing two packs fewer a row than it loads): full and half packs
+    at every NR whose cluster has at most 8 blocks (clusters of 1-8), on
+    arrays whose rows are off the pack grid (odd I, several outer slices,
+    tiles cut by the row ends, narrow tiles) and on views whose base is off
+    it too (x and y alike); special columns at the row ends and across tile
+    boundaries (the first tile of a row loads the previous row's last
+    elements: NaN there must not leak), output poisoned first; then the
+    public call (the dispatcher's skewed plan on a large array, and the
+    narrow plans where y is not skewed as x; float32 is not dispatched to
+    it)."""
+    import cupy as cp
+    from cusoftmax._launch import Launch
+
+    dev = real_device_info()
+    if dev.cc < 90:
+        pytest.skip("the skewed-pack plans are sm_90's (softmax_cols_cl needs clusters)")
+    isz = np.dtype(np_dtype(dtype)).itemsize
+    rng = np.random.default_rng(19)
+    seen = set()
+    cases = [((1, 1000, 1001), 0), ((2, 333, 301), 0), ((3, 130, 37), 0), ((1, 129, 9), 1), ((1, 2000, 3001), 0),
+             ((2, 300, 999), 1), ((1, 700, 1500 if isz == 2 else 1502), 1)]
+    for (O, L, I), off in cases:
+        xh = _cols_special_input(rng, (O, L, I), dtype)
+        xh[:, :, I - 1] = np.nan  # read by the next row's first tile
+        xh[0, 3, I - 2] = np.inf
+        for c in range(12, I - 2, 13):  # tile boundaries (and near them)
+            xh[0, c % L, c] = -np.inf if c % 2 else 40.0
+        xb = cp.empty((O, L, I + off), dtype=np_dtype(dtype))
+        xb[:, :, off:] = cp.asarray(xh)
+        x = xb[:, :, off:]
+        S = L * (I + off)
+        ran = 0
+        for v in (16 // isz, 8 // isz):
+            for nr in (4, 8, 16):
+                p = _dispatch._plan_cols_cl(O, L, I, dtype, dtype, log, dev, 1, nr=nr, v=v, sk=True)
+                if p is None:
+                    continue
+                assert p.kernel.endswith(", true>"), p
+                seen.add((v * isz, p.extra[1]))
+                yb = cp.full((O, L, I + off), np.nan, dtype=np_dtype(dtype))
+                Launch(p, x.data.device_id).cols(x.data.ptr, yb.data.ptr + off * isz, O, L, I, S, I + off, S,
+                                                 I + off)
+                assert bool(cp.isnan(yb[:, :, :off]).all()), p  # nothing written outside the view
+                check_forward(yb[:, :, off:], xh, axis=1, log=log, ctx=f"{p.kernel} grid {p.grid} {(O, L, I)} +{off}")
+                ran += 1
+        assert ran, (O, L, I)
+        fn = cusoftmax.log_softmax if log else cusoftmax.softmax
+        yb = cp.full((O, L, I + off), np.nan, dtype=np_dtype(dtype))
+        y = fn(x, axis=1, out=yb[:, :, off:])  # skewed alike
+        check_forward(y, xh, axis=1, log=log, ctx=f"api out= {(O, L, I)} +{off}")
+        y = fn(x, axis=1)  # a fresh y: skewed alike only if x's view is on the grid's offset 0
+        check_forward(y, xh, axis=1, log=log, ctx=f"api {(O, L, I)} +{off}")
+        del x, xb, yb, y
+    assert {c for _, c in seen} == {1, 2, 4, 8}, seen
+    assert {b for b, _ in seen} == {8, 16}, seen
+    # the dispatcher's skewed plan (16-bit): a large array whose rows are off the grid
+    O, L, I = 1, 1000, 5001
+    auto = _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, 1, True, True)
+    if isz == 2:
+        assert I * isz >= _dispatch.COLS_SKEW_MIN_ROW_BYTES[isz] and O * L * I * isz >= _dispatch.COLS_SKEW_MIN_BYTES
+        assert auto.kernel.startswith("softmax_cols_cl") and auto.kernel.endswith(", true>"), auto
+    else:  # float32 keeps the narrow plans
+        assert not auto.kernel.endswith(", true>"), auto
+    assert not _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, 1, True, False).kernel.endswith(", true>")
+    xh = _cols_special_input(rng, (O, L, I), dtype)
+    xh[:, :, I - 1] = np.nan
+    x = cp.asarray(xh)
+    fn = cusoftmax.log_softmax if log else cusoftmax.softmax
+    check_forward(fn(x, axis=1), xh, axis=1, log=log, ctx=f"api {(O, L, I)} {auto.kernel}")
+    # y not skewed as x (out= a view one element off): the narrow plans
+    yb = cp.full((O, L, I + 1), np.nan, dtype=np_dtype(dtype))
+    y = fn(x, axis=1, out=yb[:, :, 1:])
+    check_forward(y, xh, axis=1, log=log, ctx=f"api out= off the grid {(O, L, I)}")
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype,out_dtype", [("float32", None), ("bfloat16", None), ("float16", None),
                                              ("float32", "bfloat16")])
 @pytest.mark.parametrize("log", [False, True])

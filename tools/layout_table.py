@@ -69,10 +69,13 @@ def main():
             vec = 16 // x.dtype.itemsize  # (as cusoftmax for fresh arrays: the widest pack I allows)
             while vec > 1 and I % vec:
                 vec //= 2
-            p = D.plan_cols(O, L, I, dt, dt, a.log, dev, vec, True)  # (fresh C-ordered: dense slabs)
+            # (fresh C-ordered: dense slabs; x and y alike off the grid)
+            p = D.plan_cols(O, L, I, dt, dt, a.log, dev, vec, True, True)
             k = p.kernel.split("<")[0].replace("softmax_cols_", "")
             if p.fold > 1:  # the folded sync kernel (16-byte packs over f rows)
                 k += f" fold{p.fold}"
+            elif p.kernel.endswith(", true>") and k == "cl":  # skewed packs, their width in elements
+                k += f" sk{p.kernel.split(', ')[3]}"
             elif vec * x.dtype.itemsize < 16 and p.kernel.startswith(("softmax_cols_cl", "softmax_cols_sync")):
                 k += f" v{p.kernel.split(', ')[3]}"  # narrow packs: their width in elements
             print(f"{dt:9s} ({O}, {L}, {I}): contig {t_c:7.1f}  strided {t_s:7.1f}  {t_s / t_c:.2f}x  {k}"
