@@ -649,9 +649,10 @@ CSM_DEVICE void cols_md_two_sweeps(MD<C> (&md)[VEC], const Pack<T, VEC> (&v)[NR]
 // Fold the (max, sum) of a thread's VEC columns over the lanes of its warp
 // with the same tx (xor over the lane bits above TX); lanes < TX then park
 // the warp's column totals in red[warp * WMAX + lane * VEC + e]. The caller
-// merges over the warps after a barrier.
-template <typename C, int VEC, int WMAX>
-CSM_DEVICE void cols_warp_fold(MD<C>* md, int TX, MD<C>* red) {
+// merges over the warps after a barrier. AT (softmax_cols_cl's SK form): the
+// thread's element e is column c0 + e, parked only where bit e of `own` is set.
+template <typename C, int VEC, int WMAX, bool AT = false>
+CSM_DEVICE void cols_warp_fold(MD<C>* md, int TX, MD<C>* red, int c0 = 0, unsigned own = 0u) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
   for (int e = 0; e < VEC; ++e) {
@@ -661,24 +662,7 @@ CSM_DEVICE void cols_warp_fold(MD<C>* md, int TX, MD<C>* red) {
       other.d = shfl_xor(md[e].d, off);
       md[e] = md_merge(md[e], other);
     }
-    if (lane < TX) red[warp * WMAX + lane * VEC + e] = md[e];
-  }
-}
-
-// The same for threads whose element e is tile column c0 + e, parked only
-// where bit e of `own` is set (softmax_cols_cl's SK form).
-template <typename C, int VEC, int WMAX>
-CSM_DEVICE void cols_warp_fold_at(MD<C>* md, int TX, MD<C>* red, int c0, unsigned own) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-  for (int e = 0; e < VEC; ++e) {
-    for (int off = TX; off < 32; off <<= 1) {
-      MD<C> other;
-      other.m = shfl_xor(md[e].m, off);
-      other.d = shfl_xor(md[e].d, off);
-      md[e] = md_merge(md[e], other);
-    }
-    if (lane < TX && (own >> e & 1u)) red[warp * WMAX + c0 + e] = md[e];
+    if (lane < TX && (!AT || (own >> e & 1u))) red[warp * WMAX + (AT ? c0 : lane * VEC) + e] = md[e];
   }
 }
 
@@ -1540,11 +1524,7 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
           }
         }
       }
-      if constexpr (SK) {
-        cols_warp_fold_at<C, VEC, COLS_CL_W_MAX>(md, TX, red[j], q0[j], ownw[j]);
-      } else {
-        cols_warp_fold<C, VEC, COLS_CL_W_MAX>(md, TX, red[j]);
-      }
+      cols_warp_fold<C, VEC, COLS_CL_W_MAX, SK>(md, TX, red[j], q0[j], ownw[j]);
     }
     __syncthreads();
     if (j == 0) CL_T(1);

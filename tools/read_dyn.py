@@ -9,13 +9,14 @@ segments handed out
 beside the read-floor kernel (grid-stride, 2 loads in flight a thread, 528 blocks of 512). Timed like the
 benchmark (CUDA events, L2 flushed by a 256 MiB memset, median of 30), plus %globaltimer stamps (block entry,
 block end) over 15 launches: last entry, first / last block end after the earliest entry, medians.
-    PYTHONPATH=.:tools python tools/read_dyn.py [R,L ...]"""
+    PYTHONPATH=.:tools:tests python tools/read_dyn.py [R,L ...]"""
 import sys
 
 import numpy as np
 import cupy as cp
 
 from tune import timeit, FLUSH
+from read_floor import SRC as FLOOR_SRC  # its rd<U> (and empty) kernels
 
 SRC = r'''
 #define SEGP 128
@@ -77,21 +78,6 @@ __global__ void __launch_bounds__(256, 4) rd_seg(const float4* __restrict__ x, l
   if (threadIdx.x == 0) stamp[2 * bid + 1] = gtime();
   if (a == 1.2345e-30f) y[0] = a;
 }
-template <int U>
-__global__ void rd(const float4* __restrict__ x, long long n4, float* __restrict__ y) {
-  float a = 0.f;
-  const long long st = (long long)gridDim.x * blockDim.x;
-  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  for (; i + (U - 1) * st < n4; i += U * st) {
-    float4 v[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) v[u] = __ldg(x + i + u * st);
-#pragma unroll
-    for (int u = 0; u < U; ++u) a += (v[u].x + v[u].y) + (v[u].z + v[u].w);
-  }
-  for (; i < n4; i += st) { float4 v = __ldg(x + i); a += (v.x + v.y) + (v.z + v.w); }
-  if (a == 1.2345e-30f) y[0] = a;
-}
 '''
 MODES = {"static": "rd_seg<0>", "row": "rd_seg<1>", "global": "rd_seg<2>", "global4": "rd_seg<3>"}
 
@@ -99,7 +85,8 @@ MODES = {"static": "rd_seg<0>", "row": "rd_seg<1>", "global": "rd_seg<2>", "glob
 def main():
     shapes = [tuple(int(v) for v in a.split(",")) for a in sys.argv[1:]] or [
         (64, 128256), (64, 262144), (64, 32768), (8, 128256)]
-    mod = cp.RawModule(code=SRC, options=("-std=c++17",), name_expressions=list(MODES.values()) + ["rd<2>"])
+    mod = cp.RawModule(code=SRC + FLOOR_SRC, options=("-std=c++17",),
+                       name_expressions=list(MODES.values()) + ["rd<2>"])
     fns = {m: mod.get_function(n) for m, n in MODES.items()}
     frd = mod.get_function("rd<2>")
     sms = cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
