@@ -387,6 +387,23 @@ COLS_NARROW_SYNC_MAX_ROUNDS = 2
 COLS_FOLD_MIN_BYTES = 6 << 20
 COLS_FOLD_NR = (16, 4)
 COLS_FOLD_MAX_MERGE_LOADS = 4
+#: Folded split stream (_plan_cols_split_fold): where a narrow-pack array on
+#: dense slabs with aligned pointers would stream split with narrow packs
+#: (the folded sync kernel cannot hold a slab at once, no cluster or sync
+#: plan applies), the split stream runs on the slab read as (L / f, I x f)
+#: with 16-byte packs, each finish block merging its columns' f reshaped
+#: totals (FOLD), at COLS_SPLIT_FOLD_BLOCKS_PER_SM blocks an SM and the
+#: finish kernel's unroll COLS_SPLIT_FOLD_UNROLL. H100
+#: (tools/split_fold_try.py, kernels/split_fold.txt), softmax against the same
+#: data contiguous, folded against the narrow-pack split stream: float32
+#: (8000, 1001) 1.76x against 1.85x, (16384, 1001) 1.79x against 2.13x,
+#: (8192, 4095) 1.89x against 2.21x, (30000, 1001) 1.51x against 1.84x,
+#: (6000, 3001) 1.69x against 1.75x; bfloat16 (16384, 1001) 1.71x against
+#: 2.20x, (8192, 4095) 1.89x against 2.41x, (6000, 3001) 2.09x against 2.26x,
+#: (16384, 1002) 1.68x against 2.15x; float16 alike; log_softmax alike. 8
+#: blocks an SM or unroll 4 won some shapes and lost others.
+COLS_SPLIT_FOLD_BLOCKS_PER_SM = 16
+COLS_SPLIT_FOLD_UNROLL = 8
 #: Skewed packs (softmax_cols_cl's SK form, _choose_cols_skew): on sm_90, a
 #: same-dtype float16 / bfloat16 array whose unit-stride axis is off the
 #: 16-byte grid (narrow packs otherwise) but whose x and y rows are off it
@@ -869,12 +886,15 @@ def _plan_cols_staged(O, L, I, T, U, LG, isz, osz, wide_c, dev, vec) -> Optional
 
 
 def _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec, segment=COLS_SPLIT_SEGMENT,
-                     blocks_per_sm=COLS_SPLIT_BLOCKS_PER_SM, unroll=COLS_SPLIT_UNROLL) -> LaunchPlan:
+                     blocks_per_sm=COLS_SPLIT_BLOCKS_PER_SM, unroll=COLS_SPLIT_UNROLL, fold=1) -> LaunchPlan:
     """softmax_cols_split_partial + _finish: tiles of W = TX x VEC elements of
     I (at most ``segment`` bytes, full 16-byte vectors where ``vec`` allows),
     the axis split so that tiles x splits fill ``blocks_per_sm`` blocks per
     SM, each block streaming at least COLS_SPLIT_MIN_SWEEPS unrolled sweeps
-    of its rows."""
+    of its rows. ``fold`` > 1: (O, L, I) is a reshaped problem (as
+    _plan_cols_fold's) whose finish kernel merges each original column's
+    ``fold`` reshaped columns (the kernel's FOLD; the launcher passes fI =
+    I / fold)."""
     T, U = CTYPE[in_dtype], CTYPE[out_dtype]
     LG = "true" if log else "false"
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
@@ -898,12 +918,12 @@ def _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec, segment=COLS_S
         unroll = min(unroll, 4)
     pre_unroll = unroll if v == 1 else min(unroll, 4 if (isz == 4 and cdt == "float32") else 2)
     pre = f"softmax_cols_split_partial<{T}, {C}, {v}, {th}, {pre_unroll}>"
-    k = f"softmax_cols_split_finish<{T}, {U}, {LG}, {v}, {th}, {unroll}>"
+    k = f"softmax_cols_split_finish<{T}, {U}, {LG}, {v}, {th}, {unroll}" + (", true>" if fold > 1 else ">")
     # workspace: partials, then per-tile totals (the per-tile counters are
     # in the launcher's zeroed workspace)
     ws = 2 * tiles * splits * w + 2 * tiles * w
     return LaunchPlan("cols", "softmax.cu", k, (tiles, splits), (th,), 1, pre_kernel=pre,
-                      pre_grid=(tiles, splits), ws_elems=ws, ws_dtype=cdt, extra=(tx, lps, tiles))
+                      pre_grid=(tiles, splits), ws_elems=ws, ws_dtype=cdt, extra=(tx, lps, tiles), fold=fold)
 
 
 def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=None,
@@ -1027,6 +1047,18 @@ def _plan_cols_fold(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None) -> Opt
     if p is None:
         return None
     return dataclasses.replace(p, fallback=_plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec))
+
+
+def _plan_cols_split_fold(O, L, I, in_dtype, out_dtype, log, dev) -> Optional[LaunchPlan]:
+    """The split stream's FOLD form (see COLS_SPLIT_FOLD_BLOCKS_PER_SM) on
+    dense slabs (the caller checks, as for _plan_cols_fold): a plan of the
+    reshaped problem (L / f, I x f), or None where I is a multiple of the
+    pack or L is not a multiple of f."""
+    f = fold_factor(I, in_dtype, out_dtype)
+    if f == 1 or L % f:
+        return None
+    return _plan_cols_split(O, L // f, I * f, in_dtype, out_dtype, log, dev, _pack_elems(in_dtype, out_dtype),
+                            blocks_per_sm=COLS_SPLIT_FOLD_BLOCKS_PER_SM, unroll=COLS_SPLIT_FOLD_UNROLL, fold=f)
 
 
 def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
@@ -1176,7 +1208,8 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     stride L x I, or one slab) and both pointers 16-byte aligned, so an I
     that is not a multiple of the pack may take the folded sync kernel
     (``_plan_cols_fold``: scalar narrow packs, arrays of at least
-    COLS_FOLD_MIN_BYTES). ``skew``: x's and y's rows (and slabs) are off the
+    COLS_FOLD_MIN_BYTES), and where the narrow-pack plans would stream
+    split, the folded split stream (``_plan_cols_split_fold``). ``skew``: x's and y's rows (and slabs) are off the
     16-byte grid alike (same offset modulo the pack), so narrow-pack arrays
     may take skewed packs (``_choose_cols_skew``)."""
     T, U = CTYPE[in_dtype], CTYPE[out_dtype]
@@ -1202,6 +1235,8 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
             if sk is not None:
                 return sk
             nw = _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec)
+            if nw is None and dense:
+                nw = _plan_cols_split_fold(O, L, I, in_dtype, out_dtype, log, dev)
             return nw if nw is not None else _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec)
         cl = _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec)
         if cl is not None:
@@ -1335,6 +1370,10 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                         k = (f"softmax_cols_sync<{T}, {T}, {LG}, 1, {COLS_SYNC_THREADS}, {r}, "
                              f"{COLS_SYNC_MINB[r]}, false>")
                         found[("softmax.cu", k)] = None
+                        for I in (1001, 1002, 1500):  # the folded split stream (_plan_cols_split_fold)
+                            p = _plan_cols_split_fold(1, 10 ** 5, I, ti, to, log, dev)
+                            for kname in (p.kernels() if p is not None else ()):
+                                found[("softmax.cu", kname)] = None
                     if vec and (ti, to) in COLS_STAGED_PAIRS:  # every staged variant
                         isz = numpy.dtype(_np_name(ti)).itemsize
                         vmax = VECTOR_BYTES // max(isz, numpy.dtype(_np_name(to)).itemsize)

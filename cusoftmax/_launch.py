@@ -393,6 +393,7 @@ class Launch:
             cnt = zeroed_workspace(self.device_id, _current_stream().ptr, "colsplit",
                                    (4 * tiles + 255) // 256 * 256)
             self.pre_fn(self.pre_grid, self.block, (xptr, ws, cnt, O, L, I, sxo, sxl, lps, tx))
-            self.fn(self.grid, self.block, (xptr, yptr, ws, O, L, I, sxo, sxl, syo, syl, lps, tx))
+            self.fn(self.grid, self.block, (xptr, yptr, ws, O, L, I, sxo, sxl, syo, syl, lps, tx,
+                                            I // self.plan.fold))  # (fI: the FOLD form's original I)
         except _CUDA_ERRORS as e:
             raise self._failed(e, f"shape (outer {O}, reduced {L}, inner {I})") from e

@@ -817,6 +817,13 @@ softmax_cols_staged(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i6
 // writes y, its blocks in reverse order: those that
 // start first re-read what the partial kernel read last, still in L2.
 // VEC > 1 needs I, every stride and both base pointers to be multiples of VEC.
+// FOLD (the finish kernel's flag): a dense slab (L, fI) whose fI is not a
+// multiple of the pack runs as (L / f, fI * f) (rows of whole packs, as
+// softmax_cols_sync's FOLD form); the partial kernel is unchanged, and the
+// finish block merges, for each of its columns c, the totals of the f
+// reshaped columns c % fI + j * fI (j < f, in that order: the f columns of an
+// original column get identical totals) into shared memory. No co-residency
+// is needed, so any slab size works.
 // ---------------------------------------------------------------------------
 #define COLS_SPLIT_W_MAX 256
 // cols_merge_partials: registers a thread gives to the partials in flight
@@ -1058,11 +1065,25 @@ softmax_cols_split_partial(const T* __restrict__ x, C* ws, unsigned* cnt, i64 O,
   if (threadIdx.x == 0) cnt[t] = 0u;
 }
 
-template <typename T, typename U, bool LOG, int VEC, int THREADS, int UNR>
+// The FOLD finish's total of original column oc: the totals of its fv
+// reshaped columns oc + j * fI merged in order, as (max, row_scale) into *out.
+// (Not inlined: inlined, it leaves float32 softmax one register short of the
+// main loop's 64 on sm_90, a 4-byte spill.)
+template <typename C, bool LOG>
+__device__ __noinline__ void cols_fold_total(const C* tot, i64 oc, i64 fI, int fv, MD<C>* out) {
+  MD<C> q = md_identity<C>();
+  for (int j = 0; j < fv; ++j) {
+    const i64 cj = oc + (i64)j * fI;
+    q = md_merge(q, MD<C>{tot[2 * cj], tot[2 * cj + 1]});
+  }
+  *out = MD<C>{q.m, row_scale<C, LOG>(q)};
+}
+
+template <typename T, typename U, bool LOG, int VEC, int THREADS, int UNR, bool FOLD = false>
 __global__ void __launch_bounds__(THREADS, 1024 / THREADS)
 softmax_cols_split_finish(const T* __restrict__ x, U* __restrict__ y,
                           const typename ComputeOf2<T, U>::type* __restrict__ ws, i64 O, i64 L, i64 I,
-                          i64 sxo, i64 sxl, i64 syo, i64 syl, i64 lps, int TX) {
+                          i64 sxo, i64 sxl, i64 syo, i64 syl, i64 lps, int TX, i64 fI) {
   typedef typename ComputeOf2<T, U>::type C;
   typedef Pack<T, VEC> P;
   const int tx = threadIdx.x % TX, ly = threadIdx.x / TX, NY = THREADS / TX;
@@ -1071,16 +1092,32 @@ softmax_cols_split_finish(const T* __restrict__ x, U* __restrict__ y,
   const i64 b = tiles * splits - 1 - ((i64)blockIdx.y * tiles + blockIdx.x);  // reverse order
   const i64 t = b % tiles, s = b / tiles;
   const i64 o = t / tiles_i, i = (t % tiles_i) * W + (i64)tx * VEC;
-  if (i >= I) return;
-  const C* tot = ws + 2 * tiles * splits * W + (t * W + (i64)tx * VEC) * 2;
   C m[VEC], sc[VEC];
+  if constexpr (FOLD) {  // the block's columns' totals, once a column, into fin
+    __shared__ MD<C> fin[COLS_SPLIT_W_MAX];
+    const i64 i0 = i - (i64)tx * VEC;  // the tile's first (reshaped) column
+    const int c = threadIdx.x;
+    if (c < W && i0 + c < I)  // (by reshaped column: the slab's totals from o * tiles_i * W)
+      cols_fold_total<C, LOG>(ws + 2 * tiles * splits * W + 2 * o * tiles_i * W, (i0 + c) % fI, fI,
+                              (int)(I / fI), fin + c);
+    __syncthreads();
+    if (i >= I) return;
 #pragma unroll
-  for (int e = 0; e < VEC; ++e) {
-    MD<C> q;
-    q.m = tot[2 * e];
-    q.d = tot[2 * e + 1];
-    m[e] = q.m;
-    sc[e] = row_scale<C, LOG>(q);
+    for (int e = 0; e < VEC; ++e) {
+      m[e] = fin[tx * VEC + e].m;
+      sc[e] = fin[tx * VEC + e].d;
+    }
+  } else {
+    if (i >= I) return;
+    const C* tot = ws + 2 * tiles * splits * W + (t * W + (i64)tx * VEC) * 2;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      MD<C> q;
+      q.m = tot[2 * e];
+      q.d = tot[2 * e + 1];
+      m[e] = q.m;
+      sc[e] = row_scale<C, LOG>(q);
+    }
   }
   const i64 lb = s * lps, le = min(L, lb + lps);
   const i64 step = (i64)NY * sxl, ystep = (i64)NY * syl;

@@ -409,3 +409,41 @@ def test_cols_skew_rules():
     # the fold first where it applies (dense, scalar packs, one slab's blocks at once)
     assert _dispatch.plan_cols(1, 4000, 1001, "float32", "float32", False, h100, 1, True, True).fold == 4
     assert _dispatch._plan_cols_cl(1, 2000, 5, "float32", "float32", False, h100, 1, nr=8, v=4, sk=True) is None
+
+
+def test_cols_split_fold_rules():
+    """_plan_cols_split_fold: plan_cols takes the folded split stream on
+    sm_90 for dense narrow-pack arrays that would otherwise stream split
+    with narrow packs; never on non-dense slabs, where the
+    folded sync kernel, a cluster or the skewed plan applies, or on sm_80.
+    The plan is of the reshaped problem (L / f, I x f, 16-byte packs), its
+    finish kernel is the FOLD instantiation, and the compile-check
+    enumeration lists it."""
+    h100, a100 = _dispatch.DeviceInfo(132, 90), _dispatch.DeviceInfo(108, 80)
+    names = {k for _, k in _dispatch.all_forward_kernels(h100)}
+    for dt, L, I, f in (("float32", 16384, 1001, 4), ("float32", 16384, 1002, 2), ("bfloat16", 16384, 1001, 8),
+                        ("float16", 16384, 1500, 2), ("bfloat16", 8192, 4095, 8), ("float32", 8000, 1001, 4),
+                        ("bfloat16", 6000, 3001, 8)):
+        vec = _dispatch._pack_elems(dt, dt)
+        while I % vec:
+            vec //= 2
+        for log in (False, True):
+            p = _dispatch.plan_cols(1, L, I, dt, dt, log, h100, vec, True, True)
+            assert p.fold == f and p.pre_kernel and p.kernel.endswith(", true>"), (dt, L, I, p)
+            assert p.kernel.startswith("softmax_cols_split_finish") and p.kernel in names and p.pre_kernel in names
+            tx = p.extra[0]
+            w = tx * _dispatch._pack_elems(dt, dt)
+            assert p.grid[0] == -(-(I * f) // w), p  # tiles of the reshaped rows
+            for dense, dev in ((False, h100), (True, a100)):
+                q = _dispatch.plan_cols(1, L, I, dt, dt, log, dev, vec, dense, True)
+                assert q.fold == 1 or not q.pre_kernel, (dense, dev, q)
+    # L not a multiple of f: the narrow-pack split stream
+    p = _dispatch.plan_cols(1, 16385, 1001, "float32", "float32", False, h100, 1, True, True)
+    assert p.fold == 1 and p.pre_kernel and not p.kernel.endswith(", true>"), p
+    # the folded sync kernel and the skewed plan first where they apply
+    assert _dispatch.plan_cols(1, 8000, 1001, "bfloat16", "bfloat16", False, h100, 1, True, True).kernel.startswith(
+        "softmax_cols_sync")
+    assert _dispatch.plan_cols(1, 2000, 5001, "bfloat16", "bfloat16", False, h100, 1, True, True).kernel.endswith(
+        ", 1, true>")
+    assert _dispatch._plan_cols_split_fold(1, 8001, 1001, "float32", "float32", False, h100) is None  # L % f
+    assert _dispatch._plan_cols_split_fold(1, 8000, 1004, "float32", "float32", False, h100) is None  # f = 1

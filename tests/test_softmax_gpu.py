@@ -1131,6 +1131,70 @@ def test_cols_fold(dtype, out_dtype, log):
     assert (auto.fold > 1) == (nbytes >= _dispatch.COLS_FOLD_MIN_BYTES), auto
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype,out_dtype", [("float32", None), ("bfloat16", None), ("float16", None),
+                                             ("float32", "bfloat16"), ("float64", None)])
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_split_fold(dtype, out_dtype, log):
+    """The split stream's FOLD form (_plan_cols_split_fold): dense slabs
+    whose unit-stride length I is not a multiple of the pack, streamed as
+    (L / f, I x f), the finish kernel merging each original column's f
+    reshaped totals. Launched directly at every fold factor (I odd, and I
+    a multiple of 2 or 4 elements but not of the pack), several slabs,
+    one split and many, tiles cut by the reshaped row's end, special
+    columns, output poisoned first; then, on sm_90, the public call on
+    arrays the dispatcher sends to it (same dtype, too long for the cluster
+    and folded sync plans) and on a non-dense view of the same values."""
+    import cupy as cp
+    from cusoftmax._launch import Launch
+
+    dev = real_device_info()
+    odt = out_dtype or dtype
+    v = _dispatch._pack_elems(dtype, odt)
+    rng = np.random.default_rng(23)
+    cases = [(1, 1000, 1001), (3, 64, 37), (2, 4000, 1001), (1, 400, 255), (2, 96, 2 * 37), (1, 4004, 1002)]
+    if v == 8:
+        cases.append((1, 800, 4 * 37))
+    seen = set()
+    fn = cusoftmax.log_softmax if log else cusoftmax.softmax
+    for O, L, I in cases:
+        f = _dispatch.fold_factor(I, dtype, odt)
+        if f == 1 or L % f:
+            continue
+        xh = _cols_special_input(rng, (O, L, I), dtype)
+        xh[:, :, I - 1] = np.nan  # the reshaped row's end
+        xh[O - 1, L - 1, I - 2] = 50.0
+        x = cp.asarray(xh)
+        p = _dispatch._plan_cols_split_fold(O, L, I, dtype, odt, log, dev)
+        assert p is not None and p.fold == f and p.pre_kernel and p.kernel.endswith(", true>"), p
+        plans = [p]
+        for bps in (1, 32):  # few splits (1 where the tiles fill the GPU) and many
+            q = _dispatch._plan_cols_split(O, L // f, I * f, dtype, odt, log, dev, v, blocks_per_sm=bps, fold=f)
+            plans.append(q)
+        L2, I2 = L // f, I * f
+        for q in plans:
+            seen.add((f, q.grid[1] > 1))
+            y = cp.full((O, L, I), np.nan, dtype=np_dtype(odt))
+            Launch(q, x.data.device_id).cols(x.data.ptr, y.data.ptr, O, L2, I2, L * I, I2, L * I, I2)
+            check_forward(y, xh, axis=1, log=log, out_dtype=odt, ctx=f"{q.kernel} grid {q.grid} {(O, L, I)}")
+        del x, y
+    assert {f for f, _ in seen} >= ({2, 4, 8} if v == 8 else {2, 4} if v == 4 else {2}), seen
+    assert {m for _, m in seen} == {False, True}, seen
+    if dev.cc < 90 or out_dtype is not None or dtype == "float64":
+        return  # (the dispatcher takes it for same-dtype narrow-pack arrays on sm_90 only)
+    O, L, I = (1, 8000, 1001) if dtype == "float32" else (1, 16384, 1001)
+    auto = _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, 1, True, True)
+    assert auto.pre_kernel and auto.fold == _dispatch.fold_factor(I, dtype, dtype), auto
+    assert _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, 1, False, False).fold == 1
+    xh = _cols_special_input(rng, (O, L, I), dtype)
+    x = cp.asarray(xh)
+    y = cp.full((O, L, I), np.nan, dtype=np_dtype(dtype))
+    check_forward(fn(x, axis=1, out=y), xh, axis=1, log=log, ctx=f"api {(O, L, I)} {auto.kernel}")
+    xw = cp.empty((O, L, I + 1), dtype=x.dtype)  # rows of I + 1: not dense, no fold
+    xw[:, :, :I] = x
+    check_forward(fn(xw[:, :, :I], axis=1), xh, axis=1, log=log, ctx=f"api sliced {(O, L, I)}")
+
+
 @pytest.mark.parametrize("dev", DEVS, ids=["H100", "A100"])
 def test_smem1_rows_plan(dev):
     """Many rows of 16-64 KiB (32-bit rows: 32-64 KiB) take softmax_smem one

@@ -104,6 +104,13 @@ def main():
             one(op, (2, 2000, 1001), axis=1, label="cols-fold")
             one(op, (1, 4000, 1001), axis=1, dtype="bfloat16", label="cols-fold")
             one(op, (1, 16384, 255), axis=1, dtype="float16", label="cols-fold")
+            # skewed packs (sm_90: 16-bit rows off the 16-byte grid, rows of 6000 bytes or more, 8 MiB or more)
+            one(op, (1, 1000, 5001), axis=1, dtype="bfloat16", label="cols-skew")
+            one(op, (1, 2000, 3001), axis=1, dtype="float16", label="cols-skew")
+            # the folded split stream (sm_90: dense, too long for one slab of the folded sync kernel):
+            # fold 4 (float32, I odd; bfloat16, I = 2 mod 8)
+            one(op, (1, 8000, 1001), axis=1, label="cols-sfold")
+            one(op, (1, 16384, 1002), axis=1, dtype="bfloat16", label="cols-sfold")
             one(op, (6, 7, 40), axis=(0, 2), label="copy")
         for dt in ("float16", "bfloat16"):
             one(op, (9, 3001), dtype=dt, label="misaligned",
