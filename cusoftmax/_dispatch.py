@@ -1209,9 +1209,10 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     that is not a multiple of the pack may take the folded sync kernel
     (``_plan_cols_fold``: scalar narrow packs, arrays of at least
     COLS_FOLD_MIN_BYTES), and where the narrow-pack plans would stream
-    split, the folded split stream (``_plan_cols_split_fold``). ``skew``: x's and y's rows (and slabs) are off the
-    16-byte grid alike (same offset modulo the pack), so narrow-pack arrays
-    may take skewed packs (``_choose_cols_skew``)."""
+    split, the folded split stream (``_plan_cols_split_fold``). ``skew``:
+    x's and y's rows (and slabs) are off the 16-byte grid alike (same offset
+    modulo the pack), so narrow-pack arrays may take skewed packs
+    (``_choose_cols_skew``)."""
     T, U = CTYPE[in_dtype], CTYPE[out_dtype]
     LG = "true" if log else "false"
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
