@@ -1878,6 +1878,15 @@ TOPK_SEG_MANY_MIN_ELEMS = 256
 TOPK_SEG_MIN_SEGS_PER_K = 2
 #: Elements a lane loads at once in topk_seg, by compute itemsize.
 TOPK_SEG_BATCH_ELEMS = {4: 16, 8: 4}
+#: Halve topk_seg's unroll while a segment fills at most half a warp's batch
+#: (32 lanes x unroll packs): short segments then stream without half-idle
+#: lanes (H100, tools/seg_unroll_try.py, kernels/seg_unroll.txt). False: the
+#: batch of TOPK_SEG_BATCH_ELEMS whatever the segment.
+TOPK_SEG_FIT_UNROLL = True
+#: ... and stream those segments as a software pipeline (topk_seg's PIPE: the
+#: next batch loaded before the current one is reduced; the halved unroll
+#: leaves room for the second batch's registers).
+TOPK_SEG_PIPE = True
 
 #: The row-on-chip few-rows regime (kernels/topk.cu, topk_csm): candidate
 #: lists up to this KP, TOPK_CSM_THREADS a block, clusters of these sizes
@@ -2080,6 +2089,9 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
         if nseg >= need:
             threads = TOPK_SEG_THREADS
             unroll = sunroll
+            while TOPK_SEG_FIT_UNROLL and unroll > 1 and sp <= 16 * unroll:
+                unroll //= 2
+            pipe = ", true" if TOPK_SEG_PIPE and unroll < sunroll else ""
             # blocks per row: a segment per warp, but no more than
             # TOPK_SEG_BLOCKS_PER_SM x SMs blocks in all (warps then loop)
             nblk = max(1, min(_cdiv(nseg, threads // 32), _cdiv(TOPK_SEG_BLOCKS_PER_SM * sms, rows)))
@@ -2089,7 +2101,7 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
             grid = (_cdiv(nseg, spb), rows)
             extra = dict(gather_kernel=gather, softmax_algorithm="safe") if mode == "select" else {}
             return TopKPlan("seg" if mode == "online" else "unfused",
-                            f"topk_seg<{T}, {C}, {_TOPK_MODE[mode]}, {unroll}>", grid, (threads,),
+                            f"topk_seg<{T}, {C}, {_TOPK_MODE[mode]}, {unroll}{pipe}>", grid, (threads,),
                             0, kp, 0, False, grid[0], 0, sp, spb, cdt, cb, **extra)
 
     # split: few long rows over several blocks (not the paper's safe form)
@@ -2141,9 +2153,17 @@ def all_topk_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                             p = plan_topk(rows, L, k, ti, to, dev, algo)
                             for name in p.kernels():
                                 found[(p.source, name)] = None
+            # seg: every unroll (short segments fit it, and pipeline) and mode
+            for rows in (1, TOPK_SEG_FILL_ROWS, TOPK_SEG_ROWS_PER_SM * dev.sm_count):
+                for L in (2048, 8192, 32768, 50257, 131072):
+                    for kk in (1, 5, 50):
+                        for alg in ("auto", "unfused"):
+                            p = plan_topk(rows, L, kk, ti, to, dev, alg)
+                            for name in p.kernels():
+                                found[(p.source, name)] = None
             # csm: every cluster size (rows x size fills the SMs)
             for rows in (1, dev.sm_count // 8, dev.sm_count // 4, dev.sm_count // 2, dev.sm_count):
-                for L in (TOPK_CSM_ALL_K_ROW_BYTES // 4, 2 ** 20 // numpy.dtype(_np_name(ti)).itemsize):
+                for L in (2 ** 15, TOPK_CSM_ALL_K_ROW_BYTES // 4, 2 ** 20 // numpy.dtype(_np_name(ti)).itemsize):
                     p = plan_topk(rows, L, 64, ti, to, dev, "auto")
                     for name in p.kernels():
                         found[(p.source, name)] = None

@@ -973,7 +973,10 @@ template <typename C> CSM_DEVICE MD<C> seg_partials_md(const C* wsm, i64 r, i64 
 // Typical rows give about k candidates and few re-read segments. For k = 1
 // the last block takes the best of the W segment maxima (each is its
 // segment's best key) and skips 2-4.
-// MODE: TOPK_ONLINE or TOPK_SELECT.
+// MODE: TOPK_ONLINE or TOPK_SELECT. PIPE: step 1 as a software pipeline over
+// all the warp's batches (the next batch's packs loaded, raw, before the
+// current one is reduced; for UNROLL below the batch of TOPK_SEG_BATCH_ELEMS,
+// whose doubled packs fit the register cap: the dispatcher's short segments).
 // ----------------------------------------------------------------------------
 #define TOPK_SEG_THREADS 256
 // Blocks per SM topk_seg is built for (its register cap): 4 (64 registers)
@@ -1024,7 +1027,7 @@ __device__ unsigned long long seg_trace[64 * 32 * 16];
 #define SEG_T(i)
 #endif
 
-template <typename T, typename C, int MODE, int UNROLL>
+template <typename T, typename C, int MODE, int UNROLL, bool PIPE = false>
 __global__ void __launch_bounds__(TOPK_SEG_THREADS, SegMinBlocks<C>::value)
 topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx,
          typename Cand<C>::type* __restrict__ wsk, C* __restrict__ wsv, C* __restrict__ wsm,
@@ -1062,70 +1065,168 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   SEG_T(0);
   MD<C> md = md_identity<C>();
   const i64 jb = s * spb, je = min((i64)W, jb + spb);
-  for (i64 j = jb + warp; j < je; j += nw) {
-    const i64 pe = min(np, (j + 1) * sp);
-    K best = CT::empty();
-    C bv = Num<C>::neg_inf();  // value of best when best is not NaN / empty
-    C v1 = Num<C>::neg_inf(), v2 = Num<C>::neg_inf();  // lane's two largest values (NaN skipped)
-    for (i64 base = j * sp; base < pe; base += 32 * UNROLL) {
-      C v[E];
-      unsigned mask = 0u;
+  if constexpr (PIPE) {
+    // the warp's batches over all its segments as one pipeline: the next
+    // batch's packs are loaded (raw) before this one is reduced
+    if (jb + warp < je) {
+      i64 j = jb + warp, base = j * sp, pe = min(np, (j + 1) * sp);
+      Pack<T, PACK> cur[UNROLL];
 #pragma unroll
       for (int u = 0; u < UNROLL; ++u) {
         const i64 p = base + u * 32 + lane;
-        const i64 c0 = p * PACK - mis;
-        if (p < pe && c0 >= 0 && c0 + PACK <= L) {
-          const Pack<T, PACK> pk = load_pack<T, PACK>(row + c0);
-#pragma unroll
-          for (int e = 0; e < PACK; ++e) v[u * PACK + e] = to_compute<C>(pk.v[e]);
-          mask |= ((1u << PACK) - 1u) << (u * PACK);
-        } else if (p < pe) {
-          load_row_pack<C, T, PACK>(row, p, mis, L, Num<C>::neg_inf(), v + u * PACK);
-#pragma unroll
-          for (int e = 0; e < PACK; ++e)
-            if (c0 + e >= 0 && c0 + e < L) mask |= 1u << (u * PACK + e);
-        } else {
-#pragma unroll
-          for (int e = 0; e < PACK; ++e) v[u * PACK + e] = Num<C>::neg_inf();
+        if (p < pe && p * PACK - mis < L) cur[u] = load_pack<T, PACK>(row + (p * PACK - mis));
+      }
+      K best = CT::empty();
+      C bv = Num<C>::neg_inf(), v1 = Num<C>::neg_inf(), v2 = Num<C>::neg_inf();
+      while (true) {
+        i64 nj = j, nb = base + 32 * UNROLL, npe = pe;
+        if (nb >= pe) {
+          nj = j + nw;
+          nb = nj * sp;
+          npe = min(np, (nj + 1) * sp);
         }
-      }
-      if (MODE == TOPK_ONLINE) md_accumulate<C, E>(md, v);
+        const bool more = nj < je;
+        Pack<T, PACK> nx[UNROLL];
+        if (more) {
 #pragma unroll
-      for (int e = 0; e < E; ++e) {
-        v2 = Num<C>::max(v2, Num<C>::min(v1, v[e]));
-        v1 = Num<C>::max(v1, v[e]);
-      }
-      if (v1 > bv) {  // a better value in this batch (finite or +inf: in the row)
-        int ef = E - 1;
-#pragma unroll
-        for (int e = E - 1; e >= 0; --e)
-          if (v[e] == v1) ef = e;
-        best = CT::make(v1, (base + (ef / PACK) * 32 + lane) * PACK - mis + (ef % PACK));
-        bv = v1;
-      } else if (CT::hi(best) == 0 && mask != 0u) {  // nothing yet, or a NaN: full keys
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-          if (mask & (1u << e)) {
-            const K c = CT::make(v[e], (base + (e / PACK) * 32 + lane) * PACK - mis + (e % PACK));
-            if (CT::better(c, best)) best = c;
+          for (int u = 0; u < UNROLL; ++u) {
+            const i64 p = nb + u * 32 + lane;
+            if (p < npe && p * PACK - mis < L) nx[u] = load_pack<T, PACK>(row + (p * PACK - mis));
           }
         }
-        if (CT::hi(best) != 0) bv = CT::value(best);
+        C v[E];
+        unsigned mask = 0u;
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+          const i64 p = base + u * 32 + lane;
+          const i64 c0 = p * PACK - mis;
+          if (p < pe && c0 >= 0 && c0 + PACK <= L) {
+#pragma unroll
+            for (int e = 0; e < PACK; ++e) v[u * PACK + e] = to_compute<C>(cur[u].v[e]);
+            mask |= ((1u << PACK) - 1u) << (u * PACK);
+          } else {
+#pragma unroll
+            for (int e = 0; e < PACK; ++e) {
+              const bool in = p < pe && c0 + e >= 0 && c0 + e < L;
+              v[u * PACK + e] = in ? to_compute<C>(cur[u].v[e]) : Num<C>::neg_inf();
+              if (in) mask |= 1u << (u * PACK + e);
+            }
+          }
+        }
+        if (MODE == TOPK_ONLINE) md_accumulate<C, E>(md, v);
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          v2 = Num<C>::max(v2, Num<C>::min(v1, v[e]));
+          v1 = Num<C>::max(v1, v[e]);
+        }
+        if (v1 > bv) {
+          int ef = E - 1;
+#pragma unroll
+          for (int e = E - 1; e >= 0; --e)
+            if (v[e] == v1) ef = e;
+          best = CT::make(v1, (base + (ef / PACK) * 32 + lane) * PACK - mis + (ef % PACK));
+          bv = v1;
+        } else if (CT::hi(best) == 0 && mask != 0u) {
+#pragma unroll
+          for (int e = 0; e < E; ++e) {
+            if (mask & (1u << e)) {
+              const K c = CT::make(v[e], (base + (e / PACK) * 32 + lane) * PACK - mis + (e % PACK));
+              if (CT::better(c, best)) best = c;
+            }
+          }
+          if (CT::hi(best) != 0) bv = CT::value(best);
+        }
+        if (nj != j) {  // the end of segment j
+          K wb = best;
+#pragma unroll
+          for (int o = 16; o > 0; o >>= 1) {
+            const K t = CT::shfl_xor(wb, o);
+            if (CT::better(t, wb)) wb = t;
+          }
+          C sec = CT::same(wb, best) ? v2 : v1;
+#pragma unroll
+          for (int o = 16; o > 0; o >>= 1) sec = Num<C>::max(sec, shfl_xor(sec, o));
+          if (lane == 0) {
+            wk[j] = wb;
+            wv[j] = sec;
+          }
+          best = CT::empty();
+          bv = v1 = v2 = Num<C>::neg_inf();
+        }
+        if (!more) break;
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) cur[u] = nx[u];
+        j = nj;
+        base = nb;
+        pe = npe;
       }
     }
-    K wb = best;
+  } else {
+    for (i64 j = jb + warp; j < je; j += nw) {
+      const i64 pe = min(np, (j + 1) * sp);
+      K best = CT::empty();
+      C bv = Num<C>::neg_inf();  // value of best when best is not NaN / empty
+      C v1 = Num<C>::neg_inf(), v2 = Num<C>::neg_inf();  // lane's two largest values (NaN skipped)
+      for (i64 base = j * sp; base < pe; base += 32 * UNROLL) {
+        C v[E];
+        unsigned mask = 0u;
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const K t = CT::shfl_xor(wb, o);
-      if (CT::better(t, wb)) wb = t;
-    }
-    // every element but the segment's best is at most `second`
-    C sec = CT::same(wb, best) ? v2 : v1;
+        for (int u = 0; u < UNROLL; ++u) {
+          const i64 p = base + u * 32 + lane;
+          const i64 c0 = p * PACK - mis;
+          if (p < pe && c0 >= 0 && c0 + PACK <= L) {
+            const Pack<T, PACK> pk = load_pack<T, PACK>(row + c0);
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sec = Num<C>::max(sec, shfl_xor(sec, o));
-    if (lane == 0) {
-      wk[j] = wb;
-      wv[j] = sec;
+            for (int e = 0; e < PACK; ++e) v[u * PACK + e] = to_compute<C>(pk.v[e]);
+            mask |= ((1u << PACK) - 1u) << (u * PACK);
+          } else if (p < pe) {
+            load_row_pack<C, T, PACK>(row, p, mis, L, Num<C>::neg_inf(), v + u * PACK);
+#pragma unroll
+            for (int e = 0; e < PACK; ++e)
+              if (c0 + e >= 0 && c0 + e < L) mask |= 1u << (u * PACK + e);
+          } else {
+#pragma unroll
+            for (int e = 0; e < PACK; ++e) v[u * PACK + e] = Num<C>::neg_inf();
+          }
+        }
+        if (MODE == TOPK_ONLINE) md_accumulate<C, E>(md, v);
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          v2 = Num<C>::max(v2, Num<C>::min(v1, v[e]));
+          v1 = Num<C>::max(v1, v[e]);
+        }
+        if (v1 > bv) {  // a better value in this batch (finite or +inf: in the row)
+          int ef = E - 1;
+#pragma unroll
+          for (int e = E - 1; e >= 0; --e)
+            if (v[e] == v1) ef = e;
+          best = CT::make(v1, (base + (ef / PACK) * 32 + lane) * PACK - mis + (ef % PACK));
+          bv = v1;
+        } else if (CT::hi(best) == 0 && mask != 0u) {  // nothing yet, or a NaN: full keys
+#pragma unroll
+          for (int e = 0; e < E; ++e) {
+            if (mask & (1u << e)) {
+              const K c = CT::make(v[e], (base + (e / PACK) * 32 + lane) * PACK - mis + (e % PACK));
+              if (CT::better(c, best)) best = c;
+            }
+          }
+          if (CT::hi(best) != 0) bv = CT::value(best);
+        }
+      }
+      K wb = best;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        const K t = CT::shfl_xor(wb, o);
+        if (CT::better(t, wb)) wb = t;
+      }
+      // every element but the segment's best is at most `second`
+      C sec = CT::same(wb, best) ? v2 : v1;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) sec = Num<C>::max(sec, shfl_xor(sec, o));
+      if (lane == 0) {
+        wk[j] = wb;
+        wv[j] = sec;
+      }
     }
   }
   SEG_T(1);

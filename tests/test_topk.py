@@ -284,6 +284,45 @@ def test_seg_many_rows_segments(dev):
         assert _dispatch.plan_topk(many, 131072, 16, dt, dt, dev).regime == "block"
 
 
+def _seg_unroll(p):
+    """(unroll, pipe) of a topk_seg plan's kernel name."""
+    args = p.kernel[len("topk_seg<"):-1].split(", ")
+    return int(args[3]), len(args) > 4 and args[4] == "true"
+
+
+@pytest.mark.parametrize("dev", [H100, A100], ids=["H100", "A100"])
+def test_seg_fit_unroll_rule(dev, monkeypatch):
+    """topk_seg's unroll is halved while a segment fills at most half a warp's
+    batch (32 lanes x unroll packs), and exactly those plans stream as a
+    pipeline (PIPE); with TOPK_SEG_FIT_UNROLL off every seg plan keeps the
+    batch of TOPK_SEG_BATCH_ELEMS and no pipeline."""
+    seen = set()
+    for dt in ("float32", "bfloat16", "float64"):
+        pack = 16 // np_dtype(dt).itemsize
+        csz = 8 if dt == "float64" else 4
+        full = max(1, _dispatch.TOPK_SEG_BATCH_ELEMS[csz] // pack)
+        for rows in (1, 8, 64, 200, 263, 512, 4096):
+            for L in (2048, 8192, 16384, 32000, 50257, 131072):
+                for k in (1, 5, 17, 50):
+                    for algo in ("auto", "unfused"):
+                        p = _dispatch.plan_topk(rows, L, k, dt, dt, dev, algo)
+                        if not p.kernel.startswith("topk_seg<"):
+                            continue
+                        u, pipe = _seg_unroll(p)
+                        want = full
+                        while want > 1 and p.seg_packs <= 16 * want:
+                            want //= 2
+                        assert (u, pipe) == (want, want < full), (dt, rows, L, k, p)
+                        seen.add((dt, u, pipe))
+                        with monkeypatch.context() as m:
+                            m.setattr(_dispatch, "TOPK_SEG_FIT_UNROLL", False)
+                            q = _dispatch.plan_topk(rows, L, k, dt, dt, dev, algo)
+                        assert _seg_unroll(q) == (full, False) and q.grid == p.grid
+    # both kinds of plan occur, and the halved unrolls are 1 and 2 in float32
+    assert {("float32", 1, True), ("float32", 2, True), ("float32", 4, False), ("bfloat16", 1, True),
+            ("bfloat16", 2, False)} <= seen, seen
+
+
 def test_seg_constants_match_kernel():
     """The dispatcher's view of topk_seg's compile-time limits (block size,
     segment capacity, list length) is the kernel's."""
@@ -610,6 +649,61 @@ def test_seg_regime(dtype, no_csm):
     for k, regime in ((kseg, "seg"), (kseg + 1, "split" if kseg + 1 <= th["kp_max"] else "sort")):
         assert _dispatch.plan_topk(2, 20000, k, dtype, dtype, dev).regime == regime
         check(x3, k)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
+def test_seg_pipelined_stream(dtype, no_csm):
+    """topk_seg's pipelined stream (PIPE, the halved unroll of short
+    segments): one and several segments a warp, a segment ending mid-batch,
+    misaligned rows, ties, sorted rows, -inf and NaN rows, every k path
+    (k = 1, ranked candidates, compaction), plain, log and unfused; the same
+    results with the pipeline off (the fixed batch)."""
+    dev = _device()
+    rng = np.random.default_rng(34)
+    L = 8192
+    cases = []
+    base = rng.standard_normal(L) * 3
+    plateau = base.copy()
+    plateau[rng.choice(L, 600, replace=False)] = 100.0  # hundreds of tied maxima
+    nan_row = base.copy()
+    nan_row[4099] = np.nan
+    kinds = [base, plateau, np.sort(base), rng.integers(-3, 4, L).astype(np.float64),
+             np.where(rng.random(L) < 0.9, -np.inf, base), np.full(L, -np.inf), nan_row,
+             make_data(rng, (L,), "specials")]
+    a = np.stack([kinds[i % len(kinds)] for i in range(64)])
+    # the k that take seg with these short segments (larger k: split / block)
+    ks = {"float32": (1, 2, 5, 17), "bfloat16": (1, 2, 5), "float64": (1, 2, 5, 17, 50)}[dtype]
+    cases.append((to_gpu(a, dtype), ks))
+    # misaligned rows (a row start mid-vector), rows one pack short of a segment
+    x2 = to_gpu(make_data(rng, (16, L + 3), "normal"), dtype)
+    cases.append((x2[:, 3:], (1, 5)))
+    cases.append((x2[:, 1:-9], (2, ks[-1])))
+    # many rows, several segments a warp (float64's many-row segments are
+    # always whole batches: no pipeline)
+    if dtype != "float64":
+        many = to_gpu(make_data(rng, (512, 32000), "ties"), dtype)
+        cases.append((many, (33, 50)))
+    for x, ks in cases:
+        for k in ks:
+            p = _dispatch.plan_topk(x.shape[0], x.shape[1], k, dtype, dtype, dev)
+            assert p.regime == "seg" and _seg_unroll(p)[1], (x.shape, k, p)
+            check(x, k, log=k == 5)
+            if k == ks[0]:
+                check(x, k, algorithm="unfused")
+    # the same launches with the fixed batch give the same indices
+    from cusoftmax import _topk
+    _topk._cache.clear()
+    old = _dispatch.TOPK_SEG_FIT_UNROLL
+    try:
+        _dispatch.TOPK_SEG_FIT_UNROLL = False
+        for x, ks in cases[:2]:
+            p = _dispatch.plan_topk(x.shape[0], x.shape[1], ks[-1], dtype, dtype, dev)
+            assert not _seg_unroll(p)[1]
+            check(x, ks[-1])
+    finally:
+        _dispatch.TOPK_SEG_FIT_UNROLL = old
+        _topk._cache.clear()
 
 
 @pytest.mark.gpu
