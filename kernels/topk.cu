@@ -1346,6 +1346,12 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
         for (int b = 0; b < NCH; ++b)
           if (b < nchunk && CT::better(segk[b * 32 + lo[b] + step - 1], c)) lo[b] += step;
       }
+      // the steps reach 31 at most: a chunk all better than c counts 32 (else
+      // two maxima share a rank and a selected segment is lost: rows whose
+      // segment maxima fall along the row, k > 32)
+#pragma unroll
+      for (int b = 0; b < NCH; ++b)
+        if (b < nchunk && CT::better(segk[b * 32 + lo[b]], c)) lo[b] += 1;
       int rank = i & 31;
 #pragma unroll
       for (int b = 0; b < NCH; ++b)

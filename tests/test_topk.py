@@ -653,6 +653,32 @@ def test_seg_regime(dtype, no_csm):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
+def test_seg_rank_full_chunks(dtype, no_csm):
+    """topk_seg ranks the segment maxima in chunks of 32 (each sorted, then a
+    binary search in every other chunk): a chunk whose 32 maxima all beat a
+    maximum must count 32. Rows whose segment maxima fall along the row (one
+    high element a segment, the rest far below) put the top k in the first k
+    segments, so a lost one shows (k > 32; every chunk beats the next)."""
+    dev = _device()
+    R, L = 4, 131072
+    pack = 16 // np_dtype(dtype).itemsize
+    for k in (33, 50, 64):
+        p = _dispatch.plan_topk(R, L, k, dtype, dtype, dev)
+        assert p.regime == "seg", p
+        seg = p.seg_packs * pack  # elements a segment (aligned rows)
+        nseg = -(-L // seg)
+        assert nseg >= 2 * k and nseg > 64  # several full chunks of 32 maxima
+        a = np.full((R, L), -1.0e4)
+        starts = np.arange(nseg) * seg
+        a[:, starts] = -np.arange(nseg, dtype=np.float64)  # exact in every dtype (integers <= 256)
+        a[1, starts + 1] = -np.arange(nseg) - 0.5  # and a second candidate a segment (re-read)
+        a[2] = a[2, ::-1]  # maxima rising along the row
+        check(to_gpu(a, dtype), k)
+        check(to_gpu(a, dtype), k, log=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
 def test_seg_pipelined_stream(dtype, no_csm):
     """topk_seg's pipelined stream (PIPE, the halved unroll of short
     segments): one and several segments a warp, a segment ending mid-batch,

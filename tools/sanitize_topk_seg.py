@@ -6,7 +6,10 @@ float64), one and several segments a warp, aligned and misaligned rows,
 rows of tied maxima and ascending rows, a NaN row and an all -inf row,
 k = 1 (the maxima shortcut), ranked candidates and the compaction; every
 result checked against the reference. Exit status 1 if any is wrong.
-  compute-sanitizer --tool memcheck python tools/sanitize_topk_seg.py"""
+  compute-sanitizer --tool memcheck python tools/sanitize_topk_seg.py
+Environment: SEG_LINEINFO=1 compiles with -lineinfo (source lines in the
+reports); SEG_PIPE=0 / SEG_FIT=0 turn the dispatcher's pipeline / fitted
+unroll off (the same workload on the other plans)."""
 import os
 import sys
 
@@ -20,6 +23,11 @@ import cusoftmax  # noqa: E402
 from cusoftmax import _dispatch, reference  # noqa: E402
 from cusoftmax._launch import device_info  # noqa: E402
 
+if os.environ.get("SEG_LINEINFO") == "1":
+    from cusoftmax import _loader
+    _loader.COMPILE_OPTIONS = tuple(_loader.COMPILE_OPTIONS) + ("-lineinfo",)
+_dispatch.TOPK_SEG_PIPE = os.environ.get("SEG_PIPE", "1") == "1"
+_dispatch.TOPK_SEG_FIT_UNROLL = os.environ.get("SEG_FIT", "1") == "1"
 dev = device_info(cp.cuda.runtime.getDevice())
 _dispatch.TOPK_CSM_KP_MAX = 0  # rows the csm regime would take on sm_90 run seg here
 rng = np.random.default_rng(7)
@@ -37,7 +45,8 @@ for R, L, ks in ((16, 8192, (1, 5, 17)), (300, 32000, (33, 50))):
             for k in ks:
                 name = np.dtype(dt).name
                 p = _dispatch.plan_topk(R, L, k, name, name, dev)
-                if not (p.kernel.startswith("topk_seg<") and p.kernel.endswith(", true>")):
+                if not p.kernel.startswith("topk_seg<") or (_dispatch.TOPK_SEG_PIPE and _dispatch.TOPK_SEG_FIT_UNROLL
+                                                             and not p.kernel.endswith(", true>")):
                     continue  # not a pipelined plan (e.g. float64's whole-batch many-row segments)
                 got = cusoftmax.softmax_topk(x, k, log=k == 5)
                 ref = reference.softmax_topk(x, k, log=k == 5)
