@@ -87,6 +87,7 @@ template <typename C> struct Cand;
 template <> struct Cand<float> {
   typedef u64 type;
   typedef unsigned key_t;
+  typedef float value_t;
   // Exact ranking key: -0 -> +0, every NaN -> 0 (lowest).
   static CSM_DEVICE unsigned key(float x) {
     unsigned b = __float_as_uint(x);
@@ -122,6 +123,7 @@ template <> struct Cand<float> {
 template <> struct Cand<double> {
   typedef topk_wide_t type;
   typedef u64 key_t;
+  typedef double value_t;
   static CSM_DEVICE u64 key(double x) {
     u64 b = (u64)__double_as_longlong(x);
     if (b == 0x8000000000000000ull) b = 0ull;
@@ -942,6 +944,61 @@ template <typename C> CSM_DEVICE MD<C> seg_partials_md(const C* wsm, i64 r, i64 
   return md;
 }
 
+// topk_seg's stream, one batch of a lane (E values v, `mask` the ones in the
+// row; packs base + u * 32 + lane): the lane's two largest values v1 >= v2
+// (NaN skipped) and its best candidate (its value bv when not NaN / empty).
+template <typename CT, int E, int PACK>
+CSM_DEVICE void seg_batch_best(const typename CT::value_t* v, unsigned mask, i64 base, int lane, int mis,
+                               typename CT::type& best, typename CT::value_t& bv, typename CT::value_t& v1,
+                               typename CT::value_t& v2) {
+  typedef typename CT::value_t C;
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    v2 = Num<C>::max(v2, Num<C>::min(v1, v[e]));
+    v1 = Num<C>::max(v1, v[e]);
+  }
+  if (v1 > bv) {  // a better value in this batch (finite or +inf: in the row)
+    int ef = E - 1;
+#pragma unroll
+    for (int e = E - 1; e >= 0; --e)
+      if (v[e] == v1) ef = e;
+    best = CT::make(v1, (base + (ef / PACK) * 32 + lane) * PACK - mis + (ef % PACK));
+    bv = v1;
+  } else if (CT::hi(best) == 0 && mask != 0u) {  // nothing yet, or a NaN: full keys
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      if (mask & (1u << e)) {
+        const typename CT::type c = CT::make(v[e], (base + (e / PACK) * 32 + lane) * PACK - mis + (e % PACK));
+        if (CT::better(c, best)) best = c;
+      }
+    }
+    if (CT::hi(best) != 0) bv = CT::value(best);
+  }
+}
+
+// The end of a segment (the whole warp): its best candidate to *wk and to *wv
+// `second`, an upper bound of every other element's value (the best lane's
+// second largest, the other lanes' largest).
+template <typename CT>
+CSM_DEVICE void seg_end(typename CT::type best, typename CT::value_t v1, typename CT::value_t v2, int lane,
+                        typename CT::type* wk, typename CT::value_t* wv) {
+  typedef typename CT::type K;
+  typedef typename CT::value_t C;
+  K wb = best;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const K t = CT::shfl_xor(wb, o);
+    if (CT::better(t, wb)) wb = t;
+  }
+  C sec = CT::same(wb, best) ? v2 : v1;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) sec = Num<C>::max(sec, shfl_xor(sec, o));
+  if (lane == 0) {
+    *wk = wb;
+    *wv = sec;
+  }
+}
+
 // ----------------------------------------------------------------------------
 // topk_seg: few long rows, k <= TOPK_SEG_KP_MAX, in one launch.
 //
@@ -1114,42 +1171,9 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
           }
         }
         if (MODE == TOPK_ONLINE) md_accumulate<C, E>(md, v);
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-          v2 = Num<C>::max(v2, Num<C>::min(v1, v[e]));
-          v1 = Num<C>::max(v1, v[e]);
-        }
-        if (v1 > bv) {
-          int ef = E - 1;
-#pragma unroll
-          for (int e = E - 1; e >= 0; --e)
-            if (v[e] == v1) ef = e;
-          best = CT::make(v1, (base + (ef / PACK) * 32 + lane) * PACK - mis + (ef % PACK));
-          bv = v1;
-        } else if (CT::hi(best) == 0 && mask != 0u) {
-#pragma unroll
-          for (int e = 0; e < E; ++e) {
-            if (mask & (1u << e)) {
-              const K c = CT::make(v[e], (base + (e / PACK) * 32 + lane) * PACK - mis + (e % PACK));
-              if (CT::better(c, best)) best = c;
-            }
-          }
-          if (CT::hi(best) != 0) bv = CT::value(best);
-        }
+        seg_batch_best<CT, E, PACK>(v, mask, base, lane, mis, best, bv, v1, v2);
         if (nj != j) {  // the end of segment j
-          K wb = best;
-#pragma unroll
-          for (int o = 16; o > 0; o >>= 1) {
-            const K t = CT::shfl_xor(wb, o);
-            if (CT::better(t, wb)) wb = t;
-          }
-          C sec = CT::same(wb, best) ? v2 : v1;
-#pragma unroll
-          for (int o = 16; o > 0; o >>= 1) sec = Num<C>::max(sec, shfl_xor(sec, o));
-          if (lane == 0) {
-            wk[j] = wb;
-            wv[j] = sec;
-          }
+          seg_end<CT>(best, v1, v2, lane, wk + j, wv + j);
           best = CT::empty();
           bv = v1 = v2 = Num<C>::neg_inf();
         }
@@ -1190,43 +1214,9 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
           }
         }
         if (MODE == TOPK_ONLINE) md_accumulate<C, E>(md, v);
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-          v2 = Num<C>::max(v2, Num<C>::min(v1, v[e]));
-          v1 = Num<C>::max(v1, v[e]);
-        }
-        if (v1 > bv) {  // a better value in this batch (finite or +inf: in the row)
-          int ef = E - 1;
-#pragma unroll
-          for (int e = E - 1; e >= 0; --e)
-            if (v[e] == v1) ef = e;
-          best = CT::make(v1, (base + (ef / PACK) * 32 + lane) * PACK - mis + (ef % PACK));
-          bv = v1;
-        } else if (CT::hi(best) == 0 && mask != 0u) {  // nothing yet, or a NaN: full keys
-#pragma unroll
-          for (int e = 0; e < E; ++e) {
-            if (mask & (1u << e)) {
-              const K c = CT::make(v[e], (base + (e / PACK) * 32 + lane) * PACK - mis + (e % PACK));
-              if (CT::better(c, best)) best = c;
-            }
-          }
-          if (CT::hi(best) != 0) bv = CT::value(best);
-        }
+        seg_batch_best<CT, E, PACK>(v, mask, base, lane, mis, best, bv, v1, v2);
       }
-      K wb = best;
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        const K t = CT::shfl_xor(wb, o);
-        if (CT::better(t, wb)) wb = t;
-      }
-      // every element but the segment's best is at most `second`
-      C sec = CT::same(wb, best) ? v2 : v1;
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) sec = Num<C>::max(sec, shfl_xor(sec, o));
-      if (lane == 0) {
-        wk[j] = wb;
-        wv[j] = sec;
-      }
+      seg_end<CT>(best, v1, v2, lane, wk + j, wv + j);
     }
   }
   SEG_T(1);
