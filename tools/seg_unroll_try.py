@@ -7,9 +7,10 @@ one is reduced: the dispatcher's choice), and with --b8 "b8" / "pipe b8"
 (8-element batches for float compute whatever the segment).
 
 Each variant is the public call's prepared launch (plan, arguments,
-workspace) with its kernel swapped for the variant's instantiation; results are checked against cusoftmax.reference (indices equal,
-values close), then timed like the benchmark (CUDA events, L2 flushed,
-median of 30) in ``--rounds`` alternating rounds, min of the medians. Usage:
+workspace) with its kernel swapped for the variant's instantiation; results
+are checked against cusoftmax.reference (indices equal, values close), then
+timed like the benchmark (CUDA events, L2 flushed, median of 30) in
+``--rounds`` alternating rounds, min of the medians. Usage:
     PYTHONPATH=.:tools python tools/seg_unroll_try.py [--rounds 3] [--b8] [R,L,k[,dtype] ...]"""
 import argparse
 
