@@ -424,6 +424,35 @@ COLS_SKEW_MIN_ROW_BYTES = {2: 6000}
 COLS_SKEW_MIN_BYTES = 8 << 20
 COLS_SKEW_PACK_BYTES = {2: 8, 4: 16}  # (float32: the experiments')
 COLS_SKEW_NR = (8, 16)
+#: Skewed 16-byte packs in the sync kernel (softmax_cols_sync's SK form,
+#: _choose_cols_sync_skew): on sm_90, a same-dtype array of
+#: COLS_SYNC_SK_DTYPES whose unit-stride axis is off the 16-byte grid but
+#: whose x and y rows are off it alike takes softmax_cols_sync with 16-byte
+#: packs on each row's own grid (NR COLS_SYNC_SK_NR at COLS_SYNC_SK_MINB
+#: blocks an SM, tiles of COLS_SYNC_SK_SEGMENT bytes of which a row writes all
+#: but two packs; one read of x, in rounds) where its axis splits over at most
+#: COLS_SYNC_SK_MAX_SPLITS[itemsize] blocks and either both axes are at least
+#: COLS_SYNC_SK_MIN_AXIS long (before the skewed cluster plan and the narrow
+#: ones) or the array would otherwise stream split. H100
+#: (tools/sync_skew_try.py, kernels/sync_skew.txt), softmax against the same
+#: data contiguous, against the plan before: float32 (8000, 1001) 1.47x
+#: against 1.78x, (16384, 1001) 1.67-1.70x against 1.78x, (8192, 4095) 1.60x
+#: against 1.89x, (6000, 3001) 1.23x against 1.71x, (12000, 2001) 1.72x
+#: against 1.90x, (2000, 3001) 1.46-1.49x against 1.57x; bfloat16 (8192,
+#: 4095) 1.53x against 1.86x, (6000, 3001) 1.57x against 2.08x, (12000, 2001)
+#: 1.58x against 1.89x, (2000, 3001) 1.52x against 1.70x; log_softmax alike.
+#: Losses it is kept from: float32 (30000, 1001) (118 splits: 1.62x against
+#: the folded split stream's 1.51x), bfloat16 (16384, 1001) (64 splits: 1.79x
+#: against 1.68x), (1000, 5001) (1.52x against the cluster's 1.40x), and the
+#: arrays the folded sync kernel holds ((4000, 1001): 1.74x against 1.38x).
+#: float16 is not taken: its NR 16 instantiation spills on sm_90 (bfloat16's
+#: does not, with the item's masks parked in shared memory).
+COLS_SYNC_SK_DTYPES = ("float32", "bfloat16")
+COLS_SYNC_SK_NR = 16
+COLS_SYNC_SK_MINB = 2
+COLS_SYNC_SK_SEGMENT = 256
+COLS_SYNC_SK_MAX_SPLITS = {4: 64, 2: 48}
+COLS_SYNC_SK_MIN_AXIS = 2000
 #: Grid-stride kernels launch at most this many blocks per SM.
 MAX_BLOCKS_PER_SM = 32
 #: Allowed "packs per thread" values (template instantiations): a need is
@@ -927,7 +956,8 @@ def _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec, segment=COLS_S
 
 
 def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=None,
-                    min_rounds=1, segment=COLS_SPLIT_SEGMENT, v=None, fold=1) -> Optional[LaunchPlan]:
+                    min_rounds=1, segment=COLS_SPLIT_SEGMENT, v=None, fold=1,
+                    sk=False, minb=None) -> Optional[LaunchPlan]:
     """softmax_cols_sync: the split stream's tiles in one cooperative launch,
     x read once (rows held in registers). ``nr``: packs a thread (one of
     COLS_SYNC_NR; None: of those splitting the axis over at most
@@ -940,17 +970,24 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
     for tuning). ``fold`` > 1: (O, L, I) is a reshaped problem (see
     _plan_cols_fold) whose slabs (all tiles of one o) meet at one barrier,
     so a round holds whole slabs. Its ``fallback`` (a refused cooperative
-    launch) is the split stream."""
+    launch) is the split stream. ``sk``: skewed 16-byte packs (the kernel's
+    SK: x's and y's rows off the pack grid alike, the caller checks; each
+    tile writes W - 2 packs of its W / 16-byte lanes, so tiles of at least
+    4 packs). ``minb``: the kernel's blocks an SM (None: COLS_SYNC_MINB)."""
     T, U = CTYPE[in_dtype], CTYPE[out_dtype]
     LG = "true" if log else "false"
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
     osz = numpy.dtype(_np_name(out_dtype)).itemsize
     vmax = VECTOR_BYTES // max(isz, osz)
+    if sk:
+        if isz != osz or fold > 1:
+            return None
+        v = vmax
     if v is None:
         v = vmax if vec >= vmax else 1
         if v * isz != VECTOR_BYTES:
             return None  # 16-byte packs of x (cp.async)
-    elif v > vec or v > vmax:
+    elif (v > vec and not sk) or v > vmax:
         return None
     if v * isz != VECTOR_BYTES:
         pf = False  # (cp.async moves 16-byte packs)
@@ -960,7 +997,9 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
     w = max(v, min(segment // isz, _next_pow2(I), 32 * v))
     tx = w // v
     ny = th // tx
-    tiles = O * _cdiv(I, w)
+    if sk and tx < 4:
+        return None
+    tiles = O * (_cdiv(I + v - 1, w - 2 * v) if sk else _cdiv(I, w))
     group = _cdiv(I, w) if fold > 1 else 1  # tiles that meet at one barrier
     choice = None
     # a block's static reduction buffer: WARPS x COLS_SPLIT_W_MAX (m, d) floats
@@ -972,7 +1011,7 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
         smem = r * th * VECTOR_BYTES if (pf is None or pf) else 0
         # blocks an SM holds: the registers' bound, and the shared memory's
         # (an SM has about one block's opt-in maximum + 1 KiB)
-        per_sm = min(COLS_SYNC_MINB[r], (dev.max_smem + 1024) // (smem + static))
+        per_sm = min(minb or COLS_SYNC_MINB[r], (dev.max_smem + 1024) // (smem + static))
         cap = per_sm * dev.sm_count
         unit = splits * group
         if unit > cap:  # (also: not one block fits)
@@ -990,8 +1029,8 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
     if rounds > COLS_SYNC_MAX_ROUNDS:
         return None
     pf = True if pf is None else pf
-    k = f"softmax_cols_sync<{T}, {U}, {LG}, {v}, {th}, {r}, {COLS_SYNC_MINB[r]}, {'true' if pf else 'false'}"
-    k += ", true>" if fold > 1 else ">"
+    k = f"softmax_cols_sync<{T}, {U}, {LG}, {v}, {th}, {r}, {minb or COLS_SYNC_MINB[r]}, {'true' if pf else 'false'}"
+    k += ", true>" if fold > 1 else (", false, true>" if sk else ">")
     fb = None if fold > 1 else _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec)
     return LaunchPlan("cols", "softmax.cu", k, (grid,), (th,), 1, ws_elems=2 * tiles * splits * w,
                       smem=r * th * VECTOR_BYTES if pf else 0,
@@ -1158,6 +1197,24 @@ def _choose_cols_skew(O, L, I, in_dtype, out_dtype, log, dev) -> Optional[Launch
     return None
 
 
+def _choose_cols_sync_skew(O, L, I, in_dtype, out_dtype, log, dev) -> Optional[LaunchPlan]:
+    """The skewed-pack softmax_cols_sync plan (see COLS_SYNC_SK_DTYPES) or
+    None: sm_90, same dtype, at least one block's rows, at most
+    COLS_SYNC_SK_MAX_SPLITS blocks a tile. The caller checks that x's and
+    y's rows are off the pack grid alike, and where it wins."""
+    if dev.cc < 90 or in_dtype != out_dtype or in_dtype not in COLS_SYNC_SK_DTYPES:
+        return None
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    p = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, 1, nr=COLS_SYNC_SK_NR,
+                        segment=COLS_SYNC_SK_SEGMENT, sk=True, minb=COLS_SYNC_SK_MINB)
+    if p is None:
+        return None
+    tx, splits, _, nr = p.extra
+    if splits > COLS_SYNC_SK_MAX_SPLITS[isz] or L < COLS_SYNC_THREADS // tx * nr:
+        return None
+    return p
+
+
 def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[LaunchPlan]:
     """The plan for packs narrower than 16 bytes (see COLS_NARROW_NR): a
     softmax_cols_cl plan, a softmax_cols_sync plan in at most
@@ -1232,10 +1289,15 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
             if fp is not None:
                 return fp
         if vec * isz < VECTOR_BYTES and dev.cc >= 90 and in_dtype == out_dtype and in_dtype in COLS_CL_DTYPES:
+            ssk = _choose_cols_sync_skew(O, L, I, in_dtype, out_dtype, log, dev) if skew else None
+            if ssk is not None and min(L, I) >= COLS_SYNC_SK_MIN_AXIS:
+                return ssk
             sk = _choose_cols_skew(O, L, I, in_dtype, out_dtype, log, dev) if skew else None
             if sk is not None:
                 return sk
             nw = _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec)
+            if nw is None and ssk is not None:  # (rather than a split stream)
+                return ssk
             if nw is None and dense:
                 nw = _plan_cols_split_fold(O, L, I, in_dtype, out_dtype, log, dev)
             return nw if nw is not None else _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec)
@@ -1375,6 +1437,9 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                             p = _plan_cols_split_fold(1, 10 ** 5, I, ti, to, log, dev)
                             for kname in (p.kernels() if p is not None else ()):
                                 found[("softmax.cu", kname)] = None
+                        p = _choose_cols_sync_skew(1, 8000, 1001, ti, to, log, dev)  # skewed sync packs
+                        for kname in (p.kernels() if p is not None else ()):
+                            found[("softmax.cu", kname)] = None
                     if vec and (ti, to) in COLS_STAGED_PAIRS:  # every staged variant
                         isz = numpy.dtype(_np_name(ti)).itemsize
                         vmax = VECTOR_BYTES // max(isz, numpy.dtype(_np_name(to)).itemsize)

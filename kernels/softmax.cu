@@ -1167,7 +1167,7 @@ softmax_cols_split_finish(const T* __restrict__ x, U* __restrict__ y,
 // ---------------------------------------------------------------------------
 
 template <typename T, typename U, bool LOG, int VEC, int THREADS, int NR, int MINB, bool PF,
-          bool FOLD = false>
+          bool FOLD = false, bool SK = false>
 __global__ void __launch_bounds__(THREADS, MINB)
 softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
                   i64 sxo, i64 sxl, i64 syo, i64 syl, i64 splits, int TX,
@@ -1175,36 +1175,82 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
   typedef typename ComputeOf2<T, U>::type C;
   typedef Pack<T, VEC> P;
   static_assert(!PF || sizeof(P) == 16, "cp.async moves 16-byte packs");
+  static_assert(!(FOLD && SK), "FOLD and SK are separate forms");
   constexpr int WARPS = THREADS / 32;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   P* stage = reinterpret_cast<P*>(smem_raw);  // PF: NR * THREADS packs
   __shared__ MD<C> red[WARPS * COLS_SPLIT_W_MAX];
-  __shared__ MD<C> fin[COLS_SPLIT_W_MAX];
+  __shared__ MD<C> fin[COLS_SPLIT_W_MAX + (SK ? 2 * VEC : 0)];  // (SK: window index + VEC)
+  __shared__ unsigned sk_s[SK ? THREADS : 1];  // SK: each thread's item masks
   // (TX: a power of two, the dispatcher's tile width / VEC: shifts, not divisions)
-  const int txs = __ffs(TX) - 1, tx = threadIdx.x & (TX - 1), ly = threadIdx.x >> txs, NY = THREADS >> txs;
-  const i64 W = (i64)TX * VEC, tiles_i = (I + W - 1) / W;
+  const int txs = __ffs(TX) - 1, tx = threadIdx.x & (TX - 1), ly0 = threadIdx.x >> txs, NY = THREADS >> txs;
+  // SK (skewed packs; softmax_cols_cl's SK form, which has the details): rows
+  // off the VEC-element grid, each read on its own grid, a tile's window of
+  // PW + VEC - 1 columns reduced and PW columns of each row written (lanes
+  // 1 .. TX - 2); the row groups permuted so that a warp's rows are congruent
+  // modulo WARPS (a multiple of VEC / gcd(row stride, VEC)) and so share
+  // their offset from the grid. y's rows are skewed as x's (the caller).
+  const int ly = SK ? (ly0 % (32 >> txs)) * WARPS + ly0 / (32 >> txs) : ly0;
+  const i64 W = (i64)TX * VEC, PW = SK ? W - 2 * VEC : W;
+  const i64 tiles_i = SK ? (I + VEC - 1 + PW - 1) / PW : (I + W - 1) / W;
   const i64 items = O * tiles_i * splits;
-  // item q: its tile t, the columns of the tile inside I (wl), this thread's
-  // offset into x, and its rows inside the axis (u < nv); yoff: its offset
-  // into y (recomputed at the write: not held through the merge)
-  auto item = [&](i64 q, i64& t, int& wl, i64& xo, int& nv) {
+  const i64 xmis = SK ? (i64)(((size_t)x / sizeof(T)) & (VEC - 1)) : 0;
+  // SK: a thread's rows share their offset from the grid (NY x the row
+  // stride is a multiple of VEC); shl, that of its first row in slab 0
+  const i64 shl = SK ? (xmis + (i64)ly * sxl) & (VEC - 1) : 0;
+  // item q: its tile t, the columns of the tile (wl: inside I; SK: its
+  // window), this thread's offset into x (SK: of its row's aligned pack,
+  // whose element e is column cb + e), and its rows inside the axis (u < nv);
+  // yoff: its offset into y (recomputed at the write: not held through the
+  // merge). SK, packed into one word (parked in shared memory through the
+  // reduction and the merge: held in registers, the 16-bit kernels at NR 16
+  // spill): bits 0-7 `ownw`, the elements inside the window (q0 + e their
+  // window index); bits 8-15 `wr`, those written (in the row, lanes 1 .. TX -
+  // 2); bits 16-31 q0 + 256.
+  auto item = [&](i64 q, i64& t, int& wl, i64& xo, int& nv, unsigned& skp) {
     t = q / splits;
-    const i64 s = q - t * splits, o = t / tiles_i, i0 = (t - o * tiles_i) * W;
-    const i64 i = i0 + (i64)tx * VEC, l0 = s * NY * NR + ly;
-    wl = (int)min(W, I - i0);
-    xo = o * sxo + i + l0 * sxl;
-    nv = (i < I && l0 < L) ? (int)min((i64)NR, (L - l0 + NY - 1) / NY) : 0;
+    const i64 s = q - t * splits, o = t / tiles_i, i0 = (t - o * tiles_i) * PW;
+    const i64 l0 = s * NY * NR + ly;
+    if constexpr (SK) {
+      wl = (int)(PW + VEC - 1);
+      const int sh = (int)((shl + o * sxo) & (VEC - 1));
+      const i64 cb = i0 - sh + (i64)(tx - 1) * VEC;
+      const int q0 = tx * VEC - sh - 1;
+      const bool edge = i0 == 0 || i0 + PW + VEC > I;  // packs reach outside the row
+      unsigned ownw = 0u, valid = (1u << VEC) - 1u;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) {
+        if (q0 + e >= 0 && q0 + e < wl) ownw |= 1u << e;
+        if (edge && (cb + e < 0 || cb + e >= I)) valid &= ~(1u << e);
+      }
+      const unsigned wr = (tx >= 1 && tx <= TX - 2) ? valid : 0u;
+      skp = ((unsigned)(q0 + 256) << 16) | (wr << 8) | ownw;
+      xo = o * sxo + cb + l0 * sxl;
+      nv = ((ownw & valid) != 0u && l0 < L) ? (int)min((i64)NR, (L - l0 + NY - 1) / NY) : 0;
+    } else {
+      const i64 i = i0 + (i64)tx * VEC;
+      wl = (int)min(W, I - i0);
+      xo = o * sxo + i + l0 * sxl;
+      nv = (i < I && l0 < L) ? (int)min((i64)NR, (L - l0 + NY - 1) / NY) : 0;
+      skp = 0u;
+    }
   };
-  auto yoff = [&](i64 q) -> i64 {
-    const i64 t = q / splits, s = q - t * splits, o = t / tiles_i;
-    return o * syo + (t - o * tiles_i) * W + (i64)tx * VEC + (s * NY * NR + ly) * syl;
+  auto yoff = [&](i64 q, int q0) -> i64 {
+    const i64 t = q / splits, s = q - t * splits, o = t / tiles_i, i0 = (t - o * tiles_i) * PW;
+    const i64 l0 = s * NY * NR + ly;
+    if constexpr (SK) {  // (sh = tx x VEC - 1 - q0)
+      return o * syo + i0 + q0 + 1 - VEC + l0 * syl;
+    } else {
+      return o * syo + i0 + (i64)tx * VEC + l0 * syl;
+    }
   };
   const i64 xstep = (i64)NY * sxl, ystep = (i64)NY * syl;
   auto prefetch = [&](i64 q) {  // PF: item q's packs into stage
     if (q >= items) return;
     i64 t, xo;
     int wl, nv;
-    item(q, t, wl, xo, nv);
+    unsigned skp;
+    item(q, t, wl, xo, nv, skp);
 #pragma unroll
     for (int u = 0; u < NR; ++u)
       if (u < nv) cp_async16(stage + u * THREADS + threadIdx.x, x + xo + u * xstep);
@@ -1214,7 +1260,9 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
   for (i64 q = blockIdx.x; q < items; q += gridDim.x) {
     i64 t, xo;
     int wl, nv;
-    item(q, t, wl, xo, nv);
+    unsigned skp;
+    item(q, t, wl, xo, nv, skp);
+    if constexpr (SK) sk_s[threadIdx.x] = skp;  // (read back where needed: held, the 16-bit kernels spill)
     P v[NR];
     if (!PF || q == blockIdx.x) {
 #pragma unroll
@@ -1226,6 +1274,9 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
       for (int u = 0; u < NR; ++u)
         if (u < nv) v[u] = stage[u * THREADS + threadIdx.x];
     }
+    // (SK: values outside the row, in a row's first and last tiles, go to
+    // window columns outside the row, whose totals no row uses: a column's
+    // total only ever meets its own column's values, so they need no mask)
     // the thread's per-column (max, sum). float16: two sweeps over the held
     // packs, each converting as it goes (the one-sweep form keeps a column's
     // NR converted values live and spills at NR 16); others: md_accumulate
@@ -1251,7 +1302,12 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
     continue;
 #endif
     __syncthreads();  // red may still be read by the previous item
-    cols_warp_fold<C, VEC, COLS_SPLIT_W_MAX>(md, TX, red);
+    if constexpr (SK) {
+      skp = sk_s[threadIdx.x];
+      cols_warp_fold<C, VEC, COLS_SPLIT_W_MAX, true>(md, TX, red, (int)(skp >> 16) - 256, skp & 0xffu);
+    } else {
+      cols_warp_fold<C, VEC, COLS_SPLIT_W_MAX>(md, TX, red);
+    }
     __syncthreads();
     const int cw = threadIdx.x;
     if (cw < wl) {
@@ -1288,22 +1344,35 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
 #endif
     // once a column: fin[c] = (max, 1 / sum or log sum)
     if (cw < wl) {
-      fin[cw].m = tot.m;
-      fin[cw].d = row_scale<C, LOG>(tot);
+      fin[SK ? cw + VEC : cw].m = tot.m;
+      fin[SK ? cw + VEC : cw].d = row_scale<C, LOG>(tot);
     }
     __syncthreads();
-    if (nv > 0) {
-      U* yp = y + yoff(q);  // (advanced a row step at a time: float16 at NR 16 then fits 128 registers)
+    if constexpr (SK) skp = sk_s[threadIdx.x];
+    const int q0 = (int)(skp >> 16) - 256;
+    const unsigned wr = (skp >> 8) & 0xffu;
+    if (nv > 0 && (!SK || wr != 0u)) {
+      U* yp = y + yoff(q, q0);  // (advanced a row step at a time: float16 at NR 16 then fits 128 registers)
 #pragma unroll
       for (int u = 0; u < NR; ++u) {
         if (u < nv) {
           C f[VEC];
 #pragma unroll
-          for (int e = 0; e < VEC; ++e)
-            f[e] = finish_value<C, LOG>(to_compute<C>(v[u].v[e]), fin[tx * VEC + e].m, fin[tx * VEC + e].d);
+          for (int e = 0; e < VEC; ++e) {
+            // (SK: an element outside the window reads the padding and is not
+            // stored; every written element is inside)
+            const int ce = SK ? q0 + VEC + e : tx * VEC + e;
+            f[e] = finish_value<C, LOG>(to_compute<C>(v[u].v[e]), fin[ce].m, fin[ce].d);
+          }
           Pack<U, VEC> r;
           convert_pack<U, C, VEC>(f, r);
-          store_pack_cols<U, VEC>(yp, r);
+          if (!SK || wr == (1u << VEC) - 1u) {
+            store_pack_cols<U, VEC>(yp, r);
+          } else {  // a pack over a row's end: its elements in the row
+#pragma unroll
+            for (int e = 0; e < VEC; ++e)
+              if (wr >> e & 1u) yp[e] = r.v[e];
+          }
           yp += ystep;
         }
       }

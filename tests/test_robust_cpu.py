@@ -389,26 +389,77 @@ def test_cols_skew_rules():
     names = {k for _, k in _dispatch.all_forward_kernels(h100)}
     for dt, I in (("bfloat16", 5001), ("float16", 3001)):
         isz = 2
+        L = 1000 if dt in _dispatch.COLS_SYNC_SK_DTYPES else 2000  # (longer: the skewed sync plan)
         for log in (False, True):
-            p = _dispatch.plan_cols(1, 2000, I, dt, dt, log, h100, 1, True, True)
+            p = _dispatch.plan_cols(1, L, I, dt, dt, log, h100, 1, True, True)
             assert p.kernel.startswith("softmax_cols_cl") and p.kernel.endswith(", 1, true>"), p
             v = int(p.kernel.split(", ")[3])
             assert v * isz == _dispatch.COLS_SKEW_PACK_BYTES[isz], p
             tx = p.extra[0]
             assert p.grid[1] == -(-(I + v - 1) // ((tx - 2) * v)), p  # tiles: TX - 2 packs written a row
             assert p.kernel in names, p
-            assert not _dispatch.plan_cols(1, 2000, I, dt, dt, log, h100, 1, True, False).kernel.endswith("true>")
-            assert not _dispatch.plan_cols(1, 2000, I, dt, dt, log, a100, 1, True, True).kernel.endswith(", true>")
+            assert not _dispatch.plan_cols(1, L, I, dt, dt, log, h100, 1, True, False).kernel.endswith("true>")
+            assert not _dispatch.plan_cols(1, L, I, dt, dt, log, a100, 1, True, True).kernel.endswith(", true>")
         # below the bounds: the narrow plans
         small_row = _dispatch.COLS_SKEW_MIN_ROW_BYTES[isz] // isz - 3
-        assert not _dispatch.plan_cols(1, 2000, small_row, dt, dt, False, h100, 1, True, True).kernel.endswith(", true>")
-        assert not _dispatch.plan_cols(1, 300, I, dt, dt, False, h100, 1, True, True).kernel.endswith(", true>")
+        assert not _dispatch.plan_cols(1, 2000, small_row, dt, dt, False, h100, 1, True, True).kernel.endswith(
+            ", 1, true>")
+        assert not _dispatch.plan_cols(1, 300, I, dt, dt, False, h100, 1, True, True).kernel.endswith(", 1, true>")
     # float32 keeps the narrow plans (log_softmax lost), and lists no skewed kernel
     assert not _dispatch.plan_cols(1, 1000, 5001, "float32", "float32", False, h100, 1, True, True).kernel.endswith(", true>")
     assert not any(k.startswith("softmax_cols_cl<float,") and k.endswith(", true>") for k in names)
     # the fold first where it applies (dense, scalar packs, one slab's blocks at once)
     assert _dispatch.plan_cols(1, 4000, 1001, "float32", "float32", False, h100, 1, True, True).fold == 4
     assert _dispatch._plan_cols_cl(1, 2000, 5, "float32", "float32", False, h100, 1, nr=8, v=4, sk=True) is None
+
+
+def test_cols_sync_skew_rules():
+    """_choose_cols_sync_skew: plan_cols takes softmax_cols_sync's SK form
+    only with its ``skew`` flag, on sm_90, for same-dtype arrays of
+    COLS_SYNC_SK_DTYPES whose axis is off the 16-byte grid, split over at
+    most COLS_SYNC_SK_MAX_SPLITS blocks a tile, and then where both axes are
+    at least COLS_SYNC_SK_MIN_AXIS long or the array would otherwise stream
+    split (after the folded sync kernel, which wins where it applies). The
+    plan: 16-byte packs, NR COLS_SYNC_SK_NR at COLS_SYNC_SK_MINB blocks an
+    SM, tiles of COLS_SYNC_SK_SEGMENT bytes writing two packs fewer than
+    they load, its fallback the unskewed split stream; the compile-check
+    enumeration lists its kernels (sm_90 only)."""
+    h100, a100 = _dispatch.DeviceInfo(132, 90), _dispatch.DeviceInfo(108, 80)
+    names = {k for _, k in _dispatch.all_forward_kernels(h100)}
+    names80 = {k for _, k in _dispatch.all_forward_kernels(a100)}
+    assert not any(k.endswith(", false, true>") and "cols_sync" in k for k in names80)
+    for dt, L, I in (("float32", 8000, 1001), ("float32", 16384, 1001), ("float32", 8192, 4095),
+                     ("float32", 2000, 3001), ("float32", 16384, 1002), ("bfloat16", 8192, 4095),
+                     ("bfloat16", 6000, 3001), ("bfloat16", 2000, 3001), ("bfloat16", 12000, 2001)):
+        isz = 4 if dt == "float32" else 2
+        v = 16 // isz
+        vec = v
+        while I % vec:
+            vec //= 2
+        for log in (False, True):
+            p = _dispatch.plan_cols(1, L, I, dt, dt, log, h100, vec, True, True)
+            assert p.sync and p.kernel.endswith(", false, true>"), (dt, L, I, p)
+            assert p.kernel.split("<")[1].split(", ")[3] == str(v), p  # 16-byte packs
+            assert f", {_dispatch.COLS_SYNC_SK_NR}, {_dispatch.COLS_SYNC_SK_MINB}, true, false, true>" in p.kernel
+            tx, splits, tiles, _ = p.extra
+            assert tx * v * isz == _dispatch.COLS_SYNC_SK_SEGMENT, p
+            assert tiles == -(-(I + v - 1) // ((tx - 2) * v)), p
+            assert splits <= _dispatch.COLS_SYNC_SK_MAX_SPLITS[isz], p
+            assert p.kernel in names and p.fallback is not None and p.fallback.pre_kernel, p
+            for dense, skew, dev in ((True, False, h100), (False, False, h100), (True, True, a100)):
+                q = _dispatch.plan_cols(1, L, I, dt, dt, log, dev, vec, dense, skew)
+                assert not q.kernel.endswith(", false, true>"), (dense, skew, dev, q)
+    # float16 never; too many splits; short axes (the cluster plans); the fold first where it applies
+    for dt, L, I in (("float16", 8192, 4095), ("float16", 2000, 3001), ("float32", 30000, 1001),
+                     ("bfloat16", 16384, 1001), ("float32", 1000, 5001), ("bfloat16", 1000, 5001),
+                     ("float32", 1000, 1001), ("float32", 4000, 1001), ("bfloat16", 8000, 1001),
+                     ("bfloat16", 2000, 1001)):
+        p = _dispatch.plan_cols(1, L, I, dt, dt, False, h100, 1, True, True)
+        assert not p.kernel.endswith(", false, true>"), (dt, L, I, p)
+    assert _dispatch._choose_cols_sync_skew(1, 8000, 1001, "float16", "float16", False, h100) is None
+    assert _dispatch._choose_cols_sync_skew(1, 8000, 1001, "float32", "bfloat16", False, h100) is None
+    assert _dispatch._choose_cols_sync_skew(1, 8000, 1001, "float32", "float32", False, a100) is None
+    assert _dispatch._choose_cols_sync_skew(1, 100, 1001, "float32", "float32", False, h100) is None  # < a block
 
 
 def test_cols_split_fold_rules():
@@ -428,7 +479,8 @@ def test_cols_split_fold_rules():
         while I % vec:
             vec //= 2
         for log in (False, True):
-            p = _dispatch.plan_cols(1, L, I, dt, dt, log, h100, vec, True, True)
+            # (rows not skewed alike: with skew, the skewed sync plan takes most of these shapes)
+            p = _dispatch.plan_cols(1, L, I, dt, dt, log, h100, vec, True, False)
             assert p.fold == f and p.pre_kernel and p.kernel.endswith(", true>"), (dt, L, I, p)
             assert p.kernel.startswith("softmax_cols_split_finish") and p.kernel in names and p.pre_kernel in names
             tx = p.extra[0]
@@ -438,12 +490,16 @@ def test_cols_split_fold_rules():
                 q = _dispatch.plan_cols(1, L, I, dt, dt, log, dev, vec, dense, True)
                 assert q.fold == 1 or not q.pre_kernel, (dense, dev, q)
     # L not a multiple of f: the narrow-pack split stream
-    p = _dispatch.plan_cols(1, 16385, 1001, "float32", "float32", False, h100, 1, True, True)
+    p = _dispatch.plan_cols(1, 16385, 1001, "float32", "float32", False, h100, 1, True, False)
     assert p.fold == 1 and p.pre_kernel and not p.kernel.endswith(", true>"), p
+    # with skew, where the skewed sync plan does not apply (float16; too many splits)
+    for dt, L, I in (("float16", 16384, 1001), ("float32", 30000, 1001), ("bfloat16", 16384, 1001)):
+        p = _dispatch.plan_cols(1, L, I, dt, dt, False, h100, 1, True, True)
+        assert p.pre_kernel and p.fold > 1, (dt, L, I, p)
     # the folded sync kernel and the skewed plan first where they apply
     assert _dispatch.plan_cols(1, 8000, 1001, "bfloat16", "bfloat16", False, h100, 1, True, True).kernel.startswith(
         "softmax_cols_sync")
-    assert _dispatch.plan_cols(1, 2000, 5001, "bfloat16", "bfloat16", False, h100, 1, True, True).kernel.endswith(
+    assert _dispatch.plan_cols(1, 1000, 5001, "bfloat16", "bfloat16", False, h100, 1, True, True).kernel.endswith(
         ", 1, true>")
     assert _dispatch._plan_cols_split_fold(1, 8001, 1001, "float32", "float32", False, h100) is None  # L % f
     assert _dispatch._plan_cols_split_fold(1, 8000, 1004, "float32", "float32", False, h100) is None  # f = 1

@@ -1065,6 +1065,83 @@ def test_cols_skew(dtype, log):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_sync_skew(dtype, log):
+    """softmax_cols_sync's SK form (16-byte packs on each row's own grid, a
+    tile writing two packs fewer a row than it loads, in rounds): launched
+    directly at NR 4 and 16, tiles of 128 and 256 bytes, on arrays whose rows
+    are off the pack grid (odd I, I = 2 mod 4, several outer slices whose
+    slabs start at different offsets, tiles cut by the row ends, axes not a
+    multiple of a block's rows, one round and many) and on views whose base
+    is off it too (x and y alike); special columns at the row ends (the
+    first tile of a row loads the previous row's last elements: NaN there
+    must not leak) and across tile boundaries, output poisoned first,
+    nothing written outside the view. Then the public call on arrays the
+    dispatcher sends to it (float32 / bfloat16; float16 is not dispatched
+    to it) and, with y not skewed as x, on the plans without it."""
+    import cupy as cp
+    from cusoftmax._launch import Launch
+
+    dev = real_device_info()
+    isz = np.dtype(np_dtype(dtype)).itemsize
+    v = 16 // isz
+    rng = np.random.default_rng(29)
+    seen = set()
+    cases = [((1, 1000, 1001), 0), ((3, 300, 333), 1), ((2, 517, 130), 0), ((1, 64, 77), 3), ((1, 2100, 3001), 0),
+             ((2, 700, 1002), 2), ((1, 4096, 255), 0)]
+    for (O, L, I), off in cases:
+        off %= v
+        xh = _cols_special_input(rng, (O, L, I), dtype)
+        xh[:, :, I - 1] = np.nan  # read by the next row's first tile
+        xh[0, 3, I - 2] = np.inf
+        for c in range(20, I - 2, 23):  # tile boundaries (and near them)
+            xh[0, c % L, c] = -np.inf if c % 2 else 40.0
+        xb = cp.empty((O, L, I + off), dtype=np_dtype(dtype))
+        xb[:, :, off:] = cp.asarray(xh)
+        x = xb[:, :, off:]
+        S = L * (I + off)
+        ran = 0
+        for nr, minb in ((4, 3), (16, 2)):
+            for seg in (128, 256):
+                p = _dispatch._plan_cols_sync(O, L, I, dtype, dtype, log, dev, 1, nr=nr, segment=seg, sk=True,
+                                              minb=minb)
+                if p is None:
+                    continue
+                assert p.kernel.endswith(", false, true>") and p.sync, p
+                tx, splits, tiles, _ = p.extra
+                assert tiles == O * -(-(I + v - 1) // ((tx - 2) * v)), p
+                seen.add((nr, -(-tiles * splits // p.grid[0]) > 1, splits > 1))
+                yb = cp.full((O, L, I + off), np.nan, dtype=np_dtype(dtype))
+                Launch(p, x.data.device_id).cols(x.data.ptr, yb.data.ptr + off * isz, O, L, I, S, I + off, S,
+                                                 I + off)
+                assert bool(cp.isnan(yb[:, :, :off]).all()), p  # nothing written outside the view
+                check_forward(yb[:, :, off:], xh, axis=1, log=log,
+                              ctx=f"{p.kernel} grid {p.grid} extra {p.extra} {(O, L, I)} +{off}")
+                ran += 1
+        assert ran, (O, L, I)
+        del x, xb, yb
+    assert {nr for nr, _, _ in seen} == {4, 16}, seen
+    assert {r for _, r, _ in seen} == {False, True}, seen  # one round and several
+    assert {m for _, _, m in seen} == {False, True}, seen  # one split and several
+    if dev.cc < 90:
+        return  # (the dispatcher takes it on sm_90 only)
+    fn = cusoftmax.log_softmax if log else cusoftmax.softmax
+    O, L, I = (1, 8000, 1001) if dtype != "bfloat16" else (1, 2000, 3001)
+    auto = _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, 1, True, True)
+    assert auto.kernel.endswith(", false, true>") == (dtype in _dispatch.COLS_SYNC_SK_DTYPES), auto
+    xh = _cols_special_input(rng, (O, L, I), dtype)
+    xh[:, :, I - 1] = np.nan
+    x = cp.asarray(xh)
+    y = cp.full((O, L, I), np.nan, dtype=np_dtype(dtype))
+    check_forward(fn(x, axis=1, out=y), xh, axis=1, log=log, ctx=f"api {(O, L, I)} {auto.kernel}")
+    # y not skewed as x (out= a view one element off): not the skewed plan
+    assert not _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, 1, False, False).kernel.endswith(", false, true>")
+    yb = cp.full((O, L, I + 1), np.nan, dtype=np_dtype(dtype))
+    check_forward(fn(x, axis=1, out=yb[:, :, 1:]), xh, axis=1, log=log, ctx=f"api out= off the grid {(O, L, I)}")
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype,out_dtype", [("float32", None), ("bfloat16", None), ("float16", None),
                                              ("float32", "bfloat16")])
 @pytest.mark.parametrize("log", [False, True])
@@ -1182,7 +1259,8 @@ def test_cols_split_fold(dtype, out_dtype, log):
     assert {m for _, m in seen} == {False, True}, seen
     if dev.cc < 90 or out_dtype is not None or dtype == "float64":
         return  # (the dispatcher takes it for same-dtype narrow-pack arrays on sm_90 only)
-    O, L, I = (1, 8000, 1001) if dtype == "float32" else (1, 16384, 1001)
+    # (float32 (8000, 1001) and shorter axes take the skewed sync plan: test_cols_sync_skew)
+    O, L, I = (1, 16400, 1001) if dtype == "float32" else (1, 16384, 1001)
     auto = _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, 1, True, True)
     assert auto.pre_kernel and auto.fold == _dispatch.fold_factor(I, dtype, dtype), auto
     assert _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, 1, False, False).fold == 1
