@@ -1269,7 +1269,10 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     split, the folded split stream (``_plan_cols_split_fold``). ``skew``:
     x's and y's rows (and slabs) are off the 16-byte grid alike (same offset
     modulo the pack), so narrow-pack arrays may take skewed packs
-    (``_choose_cols_skew``)."""
+    (``_choose_cols_skew``) or the sync kernel's skewed form
+    (``_choose_cols_sync_skew``: before the skewed cluster plan where both
+    axes are at least COLS_SYNC_SK_MIN_AXIS long, else where the array would
+    stream split)."""
     T, U = CTYPE[in_dtype], CTYPE[out_dtype]
     LG = "true" if log else "false"
     isz = numpy.dtype(_np_name(in_dtype)).itemsize

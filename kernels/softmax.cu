@@ -28,7 +28,9 @@
 //                    second pass (reversed, re-reading from L2) that writes y.
 //   softmax_cols_sync  the same layout in one launch: the axis split over
 //                    co-resident blocks that hold their rows in registers and
-//                    meet at a per-tile barrier (one read of x, one write of y).
+//                    meet at a per-tile barrier (one read of x, one write of y);
+//                    FOLD / SK: rows off the 16-byte grid read folded (rows
+//                    of whole packs) or on each row's own grid (skewed).
 //   softmax_cols_cl  the same layout (sm_90), a tile's axis within one
 //                    cluster's registers: the cluster's blocks exchange their
 //                    per-column partials through distributed shared memory
@@ -1163,7 +1165,11 @@ softmax_cols_split_finish(const T* __restrict__ x, U* __restrict__ y,
 // into shared memory by cp.async (dynamic smem: NR * THREADS packs) while
 // this one is reduced, waited for and written. `cnt`: 2 counters per tile,
 // zero on entry, left zero (the launcher's per-stream zeroed workspace);
-// `part`: tiles * splits * W (m, d).
+// `part`: tiles * splits * W (m, d). FOLD: see cols_merge_fold. SK: rows off
+// the VEC-element grid (x and y alike), each read on its own grid; a tile
+// of W columns writes PW = W - 2 VEC of each row, reduces a window of PW +
+// VEC - 1 (softmax_cols_cl's SK form has the details), tiles_i = ceil((I +
+// VEC - 1) / PW); the rest is the aligned kernel's.
 // ---------------------------------------------------------------------------
 
 template <typename T, typename U, bool LOG, int VEC, int THREADS, int NR, int MINB, bool PF,

@@ -76,6 +76,8 @@ def main():
                 k += f" fold{p.fold}"
             elif p.kernel.endswith(", true>") and k == "cl":  # skewed packs, their width in elements
                 k += f" sk{p.kernel.split(', ')[3]}"
+            elif p.kernel.endswith(", false, true>") and k == "sync":  # skewed 16-byte packs (SK)
+                k += f" sk{p.kernel.split(', ')[3]}"
             elif vec * x.dtype.itemsize < 16 and p.kernel.startswith(("softmax_cols_cl", "softmax_cols_sync")):
                 k += f" v{p.kernel.split(', ')[3]}"  # narrow packs: their width in elements
             print(f"{dt:9s} ({O}, {L}, {I}): contig {t_c:7.1f}  strided {t_s:7.1f}  {t_s / t_c:.2f}x  {k}"

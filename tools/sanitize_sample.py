@@ -107,10 +107,15 @@ def main():
             # skewed packs (sm_90: 16-bit rows off the 16-byte grid, rows of 6000 bytes or more, 8 MiB or more)
             one(op, (1, 1000, 5001), axis=1, dtype="bfloat16", label="cols-skew")
             one(op, (1, 2000, 3001), axis=1, dtype="float16", label="cols-skew")
-            # the folded split stream (sm_90: dense, too long for one slab of the folded sync kernel):
-            # fold 4 (float32, I odd; bfloat16, I = 2 mod 8)
-            one(op, (1, 8000, 1001), axis=1, label="cols-sfold")
+            # the folded split stream (sm_90: dense, too long for one slab of the folded sync kernel
+            # and split too often for the skewed sync plan): fold 4 (float32, I odd; bfloat16, I = 2 mod 8)
+            one(op, (1, 16400, 1001), axis=1, label="cols-sfold")
             one(op, (1, 16384, 1002), axis=1, dtype="bfloat16", label="cols-sfold")
+            # the sync kernel with skewed 16-byte packs (sm_90, float32 / bfloat16 rows off the grid):
+            # one slab (one round, several), two slabs off the grid differently
+            one(op, (1, 8000, 1001), axis=1, label="cols-sksync")
+            one(op, (1, 2000, 3001), axis=1, dtype="bfloat16", label="cols-sksync")
+            one(op, (2, 2100, 2001), axis=1, label="cols-sksync")
             one(op, (6, 7, 40), axis=(0, 2), label="copy")
         for dt in ("float16", "bfloat16"):
             one(op, (9, 3001), dtype=dt, label="misaligned",
