@@ -984,6 +984,26 @@ def test_cols_narrow(dtype, log):
     assert ("sync", True) in seen and ("cl", True, 8) in seen and ("cl", False, 8) in seen, seen
 
 
+def _skewed_cols_input(rng, shape, dtype, off, step):
+    """(xh, xb, x): _cols_special_input's values with NaN in every row's
+    last column (read by the next row's first tile of a skewed plan), +inf
+    in one row's second to last, and -inf / 40 at columns step, 2 step + 1,
+    ... (tile boundaries and near them); xb an (O, L, I + off) device buffer
+    holding them at column offset off, x the view (rows off the grid by
+    off elements, row stride I + off)."""
+    import cupy as cp
+
+    O, L, I = shape
+    xh = _cols_special_input(rng, shape, dtype)
+    xh[:, :, I - 1] = np.nan
+    xh[0, 3, I - 2] = np.inf
+    for c in range(step - 1, I - 2, step):
+        xh[0, c % L, c] = -np.inf if c % 2 else 40.0
+    xb = cp.empty((O, L, I + off), dtype=np_dtype(dtype))
+    xb[:, :, off:] = cp.asarray(xh)
+    return xh, xb, xb[:, :, off:]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("log", [False, True])
@@ -1011,14 +1031,7 @@ def test_cols_skew(dtype, log):
     cases = [((1, 1000, 1001), 0), ((2, 333, 301), 0), ((3, 130, 37), 0), ((1, 129, 9), 1), ((1, 2000, 3001), 0),
              ((2, 300, 999), 1), ((1, 700, 1500 if isz == 2 else 1502), 1)]
     for (O, L, I), off in cases:
-        xh = _cols_special_input(rng, (O, L, I), dtype)
-        xh[:, :, I - 1] = np.nan  # read by the next row's first tile
-        xh[0, 3, I - 2] = np.inf
-        for c in range(12, I - 2, 13):  # tile boundaries (and near them)
-            xh[0, c % L, c] = -np.inf if c % 2 else 40.0
-        xb = cp.empty((O, L, I + off), dtype=np_dtype(dtype))
-        xb[:, :, off:] = cp.asarray(xh)
-        x = xb[:, :, off:]
+        xh, xb, x = _skewed_cols_input(rng, (O, L, I), dtype, off, 13)
         S = L * (I + off)
         ran = 0
         for v in (16 // isz, 8 // isz):
@@ -1092,14 +1105,7 @@ def test_cols_sync_skew(dtype, log):
              ((2, 700, 1002), 2), ((1, 4096, 255), 0)]
     for (O, L, I), off in cases:
         off %= v
-        xh = _cols_special_input(rng, (O, L, I), dtype)
-        xh[:, :, I - 1] = np.nan  # read by the next row's first tile
-        xh[0, 3, I - 2] = np.inf
-        for c in range(20, I - 2, 23):  # tile boundaries (and near them)
-            xh[0, c % L, c] = -np.inf if c % 2 else 40.0
-        xb = cp.empty((O, L, I + off), dtype=np_dtype(dtype))
-        xb[:, :, off:] = cp.asarray(xh)
-        x = xb[:, :, off:]
+        xh, xb, x = _skewed_cols_input(rng, (O, L, I), dtype, off, 23)
         S = L * (I + off)
         ran = 0
         for nr, minb in ((4, 3), (16, 2)):
