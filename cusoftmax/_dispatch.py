@@ -445,9 +445,13 @@ COLS_SKEW_NR = (8, 16)
 #: the folded split stream's 1.51x), bfloat16 (16384, 1001) (64 splits: 1.79x
 #: against 1.68x), (1000, 5001) (1.52x against the cluster's 1.40x), and the
 #: arrays the folded sync kernel holds ((4000, 1001): 1.74x against 1.38x).
-#: float16 is not taken: its NR 16 instantiation spills on sm_90 (bfloat16's
-#: does not, with the item's masks parked in shared memory).
-COLS_SYNC_SK_DTYPES = ("float32", "bfloat16")
+#: float16 softmax alike (the run with the masks held in a register, which
+#: is float16's form: (8192, 4095) 1.61-1.63x against 1.90-1.92x, (6000,
+#: 3001) 1.66-1.68x against 2.11-2.15x, (2000, 3001) 1.54-1.59x against
+#: 1.67-1.71x); float16 log_softmax is not taken (COLS_SYNC_SK_NO_LOG: its NR
+#: 16 form spills 8 bytes on sm_90 in either form).
+COLS_SYNC_SK_DTYPES = ("float32", "bfloat16", "float16")
+COLS_SYNC_SK_NO_LOG = ("float16",)
 COLS_SYNC_SK_NR = 16
 COLS_SYNC_SK_MINB = 2
 COLS_SYNC_SK_SEGMENT = 256
@@ -1199,10 +1203,13 @@ def _choose_cols_skew(O, L, I, in_dtype, out_dtype, log, dev) -> Optional[Launch
 
 def _choose_cols_sync_skew(O, L, I, in_dtype, out_dtype, log, dev) -> Optional[LaunchPlan]:
     """The skewed-pack softmax_cols_sync plan (see COLS_SYNC_SK_DTYPES) or
-    None: sm_90, same dtype, at least one block's rows, at most
-    COLS_SYNC_SK_MAX_SPLITS blocks a tile. The caller checks that x's and
-    y's rows are off the pack grid alike, and where it wins."""
+    None: sm_90, same dtype (for log_softmax not COLS_SYNC_SK_NO_LOG's), at
+    least one block's rows, at most COLS_SYNC_SK_MAX_SPLITS blocks a tile.
+    The caller checks that x's and y's rows are off the pack grid alike, and
+    where it wins."""
     if dev.cc < 90 or in_dtype != out_dtype or in_dtype not in COLS_SYNC_SK_DTYPES:
+        return None
+    if log and in_dtype in COLS_SYNC_SK_NO_LOG:
         return None
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
     p = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, 1, nr=COLS_SYNC_SK_NR,

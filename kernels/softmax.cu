@@ -1187,7 +1187,11 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
   P* stage = reinterpret_cast<P*>(smem_raw);  // PF: NR * THREADS packs
   __shared__ MD<C> red[WARPS * COLS_SPLIT_W_MAX];
   __shared__ MD<C> fin[COLS_SPLIT_W_MAX + (SK ? 2 * VEC : 0)];  // (SK: window index + VEC)
-  __shared__ unsigned sk_s[SK ? THREADS : 1];  // SK: each thread's item masks
+  // SK: each thread's item masks, parked here through the reduction and the
+  // merge (SKP: held in a register, bfloat16 at NR 16 spills; parked,
+  // float16 does, so float16 holds it)
+  constexpr bool SKP = SK && !IsSame<T, f16_t>::value;
+  __shared__ unsigned sk_s[SKP ? THREADS : 1];
   // (TX: a power of two, the dispatcher's tile width / VEC: shifts, not divisions)
   const int txs = __ffs(TX) - 1, tx = threadIdx.x & (TX - 1), ly0 = threadIdx.x >> txs, NY = THREADS >> txs;
   // SK (skewed packs; softmax_cols_cl's SK form, which has the details): rows
@@ -1208,11 +1212,9 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
   // window), this thread's offset into x (SK: of its row's aligned pack,
   // whose element e is column cb + e), and its rows inside the axis (u < nv);
   // yoff: its offset into y (recomputed at the write: not held through the
-  // merge). SK, packed into one word (parked in shared memory through the
-  // reduction and the merge: held in registers, the 16-bit kernels at NR 16
-  // spill): bits 0-7 `ownw`, the elements inside the window (q0 + e their
-  // window index); bits 8-15 `wr`, those written (in the row, lanes 1 .. TX -
-  // 2); bits 16-31 q0 + 256.
+  // merge). SK, packed into one word (see SKP): bits 0-7 `ownw`, the
+  // elements inside the window (q0 + e their window index); bits 8-15 `wr`,
+  // those written (in the row, lanes 1 .. TX - 2); bits 16-31 q0 + 256.
   auto item = [&](i64 q, i64& t, int& wl, i64& xo, int& nv, unsigned& skp) {
     t = q / splits;
     const i64 s = q - t * splits, o = t / tiles_i, i0 = (t - o * tiles_i) * PW;
@@ -1268,7 +1270,7 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
     int wl, nv;
     unsigned skp;
     item(q, t, wl, xo, nv, skp);
-    if constexpr (SK) sk_s[threadIdx.x] = skp;  // (read back where needed: held, the 16-bit kernels spill)
+    if constexpr (SKP) sk_s[threadIdx.x] = skp;
     P v[NR];
     if (!PF || q == blockIdx.x) {
 #pragma unroll
@@ -1309,7 +1311,7 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
 #endif
     __syncthreads();  // red may still be read by the previous item
     if constexpr (SK) {
-      skp = sk_s[threadIdx.x];
+      if constexpr (SKP) skp = sk_s[threadIdx.x];
       cols_warp_fold<C, VEC, COLS_SPLIT_W_MAX, true>(md, TX, red, (int)(skp >> 16) - 256, skp & 0xffu);
     } else {
       cols_warp_fold<C, VEC, COLS_SPLIT_W_MAX>(md, TX, red);
@@ -1354,7 +1356,7 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
       fin[SK ? cw + VEC : cw].d = row_scale<C, LOG>(tot);
     }
     __syncthreads();
-    if constexpr (SK) skp = sk_s[threadIdx.x];
+    if constexpr (SKP) skp = sk_s[threadIdx.x];
     const int q0 = (int)(skp >> 16) - 256;
     const unsigned wr = (skp >> 8) & 0xffu;
     if (nv > 0 && (!SK || wr != 0u)) {
