@@ -431,9 +431,9 @@ COLS_SKEW_NR = (8, 16)
 #: packs on each row's own grid (NR COLS_SYNC_SK_NR at COLS_SYNC_SK_MINB
 #: blocks an SM, tiles of COLS_SYNC_SK_SEGMENT bytes of which a row writes all
 #: but two packs; one read of x, in rounds) where its axis splits over at most
-#: COLS_SYNC_SK_MAX_SPLITS[itemsize] blocks and either both axes are at least
-#: COLS_SYNC_SK_MIN_AXIS long (before the skewed cluster plan and the narrow
-#: ones) or the array would otherwise stream split. H100
+#: COLS_SYNC_SK_MAX_SPLITS[itemsize] blocks and either its axes are at least
+#: COLS_SYNC_SK_MIN_LI[itemsize] long (L, I; before the skewed cluster plan
+#: and the narrow ones) or the array would otherwise stream split. H100
 #: (tools/sync_skew_try.py, kernels/sync_skew.txt), softmax against the same
 #: data contiguous, against the plan before: float32 (8000, 1001) 1.47x
 #: against 1.78x, (16384, 1001) 1.67-1.70x against 1.78x, (8192, 4095) 1.60x
@@ -445,7 +445,12 @@ COLS_SKEW_NR = (8, 16)
 #: the folded split stream's 1.51x), bfloat16 (16384, 1001) (64 splits: 1.79x
 #: against 1.68x), (1000, 5001) (1.52x against the cluster's 1.40x), and the
 #: arrays the folded sync kernel holds ((4000, 1001): 1.74x against 1.38x).
-#: float16 softmax alike (the run with the masks held in a register, which
+#: float32 on shorter axes of wide rows (a later run, 3 rounds): (1200, 4001)
+#: 1.34x against the cluster's 1.73x, (1000, 5001) 1.54x against 1.64x,
+#: (800, 6001) 1.53x against 1.68x, (1000, 3001) 1.32x against 1.48x, (1500,
+#: 5001) 1.57x against 1.68x, (1000, 8001) 1.57x against 1.54x (log_softmax
+#: 1.33-1.48x against 1.55-1.58x); float32 (1000, 1001) lost (1.56-1.74x
+#: against 1.25-1.39x). float16 softmax alike (the run with the masks held in a register, which
 #: is float16's form: (8192, 4095) 1.61-1.63x against 1.90-1.92x, (6000,
 #: 3001) 1.66-1.68x against 2.11-2.15x, (2000, 3001) 1.54-1.59x against
 #: 1.67-1.71x); float16 log_softmax is not taken (COLS_SYNC_SK_NO_LOG: its NR
@@ -456,7 +461,7 @@ COLS_SYNC_SK_NR = 16
 COLS_SYNC_SK_MINB = 2
 COLS_SYNC_SK_SEGMENT = 256
 COLS_SYNC_SK_MAX_SPLITS = {4: 64, 2: 48}
-COLS_SYNC_SK_MIN_AXIS = 2000
+COLS_SYNC_SK_MIN_LI = {4: (800, 3000), 2: (2000, 2000)}
 #: Grid-stride kernels launch at most this many blocks per SM.
 MAX_BLOCKS_PER_SM = 32
 #: Allowed "packs per thread" values (template instantiations): a need is
@@ -1278,7 +1283,7 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     modulo the pack), so narrow-pack arrays may take skewed packs
     (``_choose_cols_skew``) or the sync kernel's skewed form
     (``_choose_cols_sync_skew``: before the skewed cluster plan where both
-    axes are at least COLS_SYNC_SK_MIN_AXIS long, else where the array would
+    axes are at least COLS_SYNC_SK_MIN_LI long, else where the array would
     stream split)."""
     T, U = CTYPE[in_dtype], CTYPE[out_dtype]
     LG = "true" if log else "false"
@@ -1300,7 +1305,7 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
                 return fp
         if vec * isz < VECTOR_BYTES and dev.cc >= 90 and in_dtype == out_dtype and in_dtype in COLS_CL_DTYPES:
             ssk = _choose_cols_sync_skew(O, L, I, in_dtype, out_dtype, log, dev) if skew else None
-            if ssk is not None and min(L, I) >= COLS_SYNC_SK_MIN_AXIS:
+            if ssk is not None and L >= COLS_SYNC_SK_MIN_LI[isz][0] and I >= COLS_SYNC_SK_MIN_LI[isz][1]:
                 return ssk
             sk = _choose_cols_skew(O, L, I, in_dtype, out_dtype, log, dev) if skew else None
             if sk is not None:

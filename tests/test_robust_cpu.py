@@ -406,7 +406,8 @@ def test_cols_skew_rules():
             ", 1, true>")
         assert not _dispatch.plan_cols(1, 300, I, dt, dt, False, h100, 1, True, True).kernel.endswith(", 1, true>")
     # float32 keeps the narrow plans (log_softmax lost), and lists no skewed kernel
-    assert not _dispatch.plan_cols(1, 1000, 5001, "float32", "float32", False, h100, 1, True, True).kernel.endswith(", true>")
+    assert not _dispatch.plan_cols(1, 1000, 5001, "float32", "float32", False, h100, 1, True, True).kernel.endswith(
+        ", 1, true>")
     assert not any(k.startswith("softmax_cols_cl<float,") and k.endswith(", true>") for k in names)
     # the fold first where it applies (dense, scalar packs, one slab's blocks at once)
     assert _dispatch.plan_cols(1, 4000, 1001, "float32", "float32", False, h100, 1, True, True).fold == 4
@@ -419,7 +420,7 @@ def test_cols_sync_skew_rules():
     COLS_SYNC_SK_DTYPES (log_softmax: not of COLS_SYNC_SK_NO_LOG) whose axis
     is off the 16-byte grid, split over at
     most COLS_SYNC_SK_MAX_SPLITS blocks a tile, and then where both axes are
-    at least COLS_SYNC_SK_MIN_AXIS long or the array would otherwise stream
+    at least COLS_SYNC_SK_MIN_LI long (L, I) or the array would otherwise stream
     split (after the folded sync kernel, which wins where it applies). The
     plan: 16-byte packs, NR COLS_SYNC_SK_NR at COLS_SYNC_SK_MINB blocks an
     SM, tiles of COLS_SYNC_SK_SEGMENT bytes writing two packs fewer than
@@ -432,7 +433,8 @@ def test_cols_sync_skew_rules():
     for dt, L, I in (("float32", 8000, 1001), ("float32", 16384, 1001), ("float32", 8192, 4095),
                      ("float32", 2000, 3001), ("float32", 16384, 1002), ("bfloat16", 8192, 4095),
                      ("bfloat16", 6000, 3001), ("bfloat16", 2000, 3001), ("bfloat16", 12000, 2001),
-                     ("float16", 8192, 4095), ("float16", 2000, 3001)):
+                     ("float16", 8192, 4095), ("float16", 2000, 3001), ("float32", 1000, 5001),
+                     ("float32", 800, 3001)):
         isz = 4 if dt == "float32" else 2
         v = 16 // isz
         vec = v
@@ -456,7 +458,8 @@ def test_cols_sync_skew_rules():
                 assert not q.kernel.endswith(", false, true>"), (dense, skew, dev, q)
     # too many splits; short axes (the cluster plans); the fold first where it applies
     for dt, L, I in (("float16", 16384, 1001), ("float32", 30000, 1001),
-                     ("bfloat16", 16384, 1001), ("float32", 1000, 5001), ("bfloat16", 1000, 5001),
+                     ("bfloat16", 16384, 1001), ("float32", 799, 5001), ("float32", 1000, 2999),
+                     ("bfloat16", 1000, 5001), ("bfloat16", 1999, 3001),
                      ("float32", 1000, 1001), ("float32", 4000, 1001), ("bfloat16", 8000, 1001),
                      ("bfloat16", 2000, 1001), ("float16", 1000, 5001)):
         p = _dispatch.plan_cols(1, L, I, dt, dt, False, h100, 1, True, True)

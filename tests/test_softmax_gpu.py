@@ -1063,8 +1063,8 @@ def test_cols_skew(dtype, log):
     if isz == 2:
         assert I * isz >= _dispatch.COLS_SKEW_MIN_ROW_BYTES[isz] and O * L * I * isz >= _dispatch.COLS_SKEW_MIN_BYTES
         assert auto.kernel.startswith("softmax_cols_cl") and auto.kernel.endswith(", true>"), auto
-    else:  # float32 keeps the narrow plans
-        assert not auto.kernel.endswith(", true>"), auto
+    else:  # float32 takes no skewed cluster plan (here: the skewed sync plan, test_cols_sync_skew)
+        assert not auto.kernel.endswith(", 1, true>"), auto
     assert not _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, 1, True, False).kernel.endswith(", true>")
     xh = _cols_special_input(rng, (O, L, I), dtype)
     xh[:, :, I - 1] = np.nan
