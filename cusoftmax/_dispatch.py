@@ -442,9 +442,10 @@ COLS_SKEW_NR = (8, 16)
 #: 4095) 1.53x against 1.86x, (6000, 3001) 1.57x against 2.08x, (12000, 2001)
 #: 1.58x against 1.89x, (2000, 3001) 1.52x against 1.70x; log_softmax alike.
 #: Losses it is kept from: float32 (30000, 1001) (118 splits: 1.62x against
-#: the folded split stream's 1.51x), bfloat16 (16384, 1001) (64 splits: 1.79x
-#: against 1.68x), (1000, 5001) (1.52x against the cluster's 1.40x), and the
-#: arrays the folded sync kernel holds ((4000, 1001): 1.74x against 1.38x).
+#: the folded split stream's 1.51x), bfloat16 (16384, 1001) (64 splits:
+#: 1.79x against 1.68x), bfloat16 (1000, 5001) (1.52x against the cluster's
+#: 1.40x), and the arrays the folded sync kernel holds ((4000, 1001): 1.74x
+#: against 1.38x).
 #: float32 on shorter axes of wide rows (a later run, 3 rounds): (1200, 4001)
 #: 1.34x against the cluster's 1.73x, (1000, 5001) 1.54x against 1.64x,
 #: (800, 6001) 1.53x against 1.68x, (1000, 3001) 1.32x against 1.48x, (1500,
