@@ -276,6 +276,27 @@ COLS_SYNC_MINB = {4: 3, 16: 2, 32: 2}  # (NR 32: narrow packs only, see COLS_NAR
 COLS_SYNC_NR_MAX_SPLITS = {4: 32, 16: 256}
 COLS_SYNC_MAX_SPLITS = 256
 COLS_SYNC_MAX_ROUNDS = 64
+#: Balanced rounds: the splits NR needs can leave a sync plan's rounds part
+#: full (float32 (3000, 1500): 47 tiles x 6 splits = 282 items on 264
+#: blocks, a second round of 18). The kernel shares the axis's rows evenly
+#: among any number of splits (at most NR packs a thread), so the dispatcher
+#: takes the most splits (up to the plan's limit) that keep the rounds, i.e.
+#: the fewest packs a thread in those rounds (the fewest splits that give
+#: them). H100 / H200 (tools/sync_balance_try.py, kernels/sync_balance.txt):
+#: a round more costs 25-35%, a pack a thread fewer in the same rounds gains
+#: a little: float32 (3000, 1500) 1.65x -> 1.46x, (4000, 1500) 1.53x ->
+#: 1.45x, (4000, 1200) 1.56x -> 1.39x; bfloat16 (6000, 3001) 1.65x -> 1.61x.
+#: At most COLS_SYNC_BALANCE_SPLITS x the splits NR needs (the range
+#: measured; a tile's barrier and merge grow with its splits), 16-byte packs
+#: only (the narrow-pack sync plans were not measured).
+COLS_SYNC_BALANCE = True
+COLS_SYNC_BALANCE_SPLITS = 2
+#: Bytes of I a tile of the (unskewed) sync plan takes, by itemsize (the
+#: split stream's COLS_SPLIT_SEGMENT elsewhere): float32 256-byte tiles
+#: (tools/sync_balance_try.py --wide; balanced, against 128 bytes): (4000,
+#: 1500) 1.37x against 1.45x, (4000, 2500) 1.40x against 1.53x, (3000, 1500)
+#: 1.40x against 1.46x, (4000, 1800) 1.24x against 1.28x.
+COLS_SYNC_SEGMENT = {4: 256}
 #: Strided axes in one launch without a grid barrier (softmax_cols_cl, sm_90):
 #: a thread-block cluster of COLS_CL_CLUSTERS blocks is one tile, each block
 #: holding NR packs a thread of its rows in registers, the blocks' per-column
@@ -965,9 +986,27 @@ def _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec, segment=COLS_S
                       pre_grid=(tiles, splits), ws_elems=ws, ws_dtype=cdt, extra=(tx, lps, tiles), fold=fold)
 
 
+def _cols_sync_balance(L, ny, tiles, splits, grid, cap, max_splits) -> tuple:
+    """(splits, grid) of a sync plan with the most splits, up to
+    ``max_splits``, in no more rounds than ``splits`` (the fewest the plan's
+    NR allows) take; the fewest splits of the same packs a thread (see
+    COLS_SYNC_BALANCE)."""
+    rounds = _cdiv(tiles * splits, grid)
+    rows = _cdiv(L, ny)  # the axis's groups of ny rows
+    best = splits
+    for nrs in range(_cdiv(rows, splits) - 1, 0, -1):  # fewer packs a thread ...
+        s = _cdiv(rows, nrs)  # ... in the fewest splits that give them
+        if s > min(max_splits, cap) or _cdiv(tiles, cap // s) > rounds:
+            break
+        best = s
+    if best == splits:
+        return splits, grid
+    return best, min((cap // best) * best, tiles * best)
+
+
 def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=None,
                     min_rounds=1, segment=COLS_SPLIT_SEGMENT, v=None, fold=1,
-                    sk=False, minb=None) -> Optional[LaunchPlan]:
+                    sk=False, minb=None, balance=None, max_splits=COLS_SYNC_MAX_SPLITS) -> Optional[LaunchPlan]:
     """softmax_cols_sync: the split stream's tiles in one cooperative launch,
     x read once (rows held in registers). ``nr``: packs a thread (one of
     COLS_SYNC_NR; None: of those splitting the axis over at most
@@ -983,7 +1022,10 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
     launch) is the split stream. ``sk``: skewed 16-byte packs (the kernel's
     SK: x's and y's rows off the pack grid alike, the caller checks; each
     tile writes W - 2 packs of its W / 16-byte lanes, so tiles of at least
-    4 packs). ``minb``: the kernel's blocks an SM (None: COLS_SYNC_MINB)."""
+    4 packs). ``minb``: the kernel's blocks an SM (None: COLS_SYNC_MINB).
+    ``balance``: more splits than NR needs where that balances the rounds
+    (None: COLS_SYNC_BALANCE; 16-byte packs only, never for ``fold`` > 1,
+    nor with ``min_rounds``), up to ``max_splits`` blocks a tile."""
     T, U = CTYPE[in_dtype], CTYPE[out_dtype]
     LG = "true" if log else "false"
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
@@ -1029,12 +1071,18 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
         per_round = (cap // unit) * unit
         if min_rounds > 1:  # fewer blocks, each streaming several items
             per_round = min(per_round, _cdiv(tiles // group, min_rounds) * unit)
-        choice = (r, splits, min(per_round, tiles * splits))
+        choice = (r, splits, min(per_round, tiles * splits), cap)
         if tiles * splits <= cap:
             break
     if choice is None:
         return None
-    r, splits, grid = choice
+    r, splits, grid, cap = choice
+    if balance is None:
+        balance = COLS_SYNC_BALANCE and min_rounds == 1
+    if balance and fold == 1 and v * isz == VECTOR_BYTES:
+        splits, grid = _cols_sync_balance(L, ny, tiles, splits, grid, cap,
+                                          min(max_splits, COLS_SYNC_NR_MAX_SPLITS.get(r, COLS_SYNC_MAX_SPLITS),
+                                              COLS_SYNC_BALANCE_SPLITS * splits))
     rounds = _cdiv(tiles * splits, grid)
     if rounds > COLS_SYNC_MAX_ROUNDS:
         return None
@@ -1219,7 +1267,8 @@ def _choose_cols_sync_skew(O, L, I, in_dtype, out_dtype, log, dev) -> Optional[L
         return None
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
     p = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, 1, nr=COLS_SYNC_SK_NR,
-                        segment=COLS_SYNC_SK_SEGMENT, sk=True, minb=COLS_SYNC_SK_MINB)
+                        segment=COLS_SYNC_SK_SEGMENT, sk=True, minb=COLS_SYNC_SK_MINB,
+                        max_splits=COLS_SYNC_SK_MAX_SPLITS[isz])
     if p is None:
         return None
     tx, splits, _, nr = p.extra
@@ -1324,6 +1373,11 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
         if sy is not None:
             tx_, splits, tiles_, nr_ = sy.extra
             if L >= COLS_SYNC_THREADS // tx_ * nr_ and splits <= COLS_SYNC_MAX_SPLITS:
+                seg = COLS_SYNC_SEGMENT.get(isz, COLS_SPLIT_SEGMENT)
+                if seg != COLS_SPLIT_SEGMENT:  # (the tile the rule above measured, if it takes it)
+                    wide = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, segment=seg)
+                    if wide is not None and wide.extra[1] <= COLS_SYNC_MAX_SPLITS:
+                        return wide
                 return sy
         st = None
         if (in_dtype, out_dtype) in COLS_STAGED_PAIRS:

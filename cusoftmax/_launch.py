@@ -347,7 +347,13 @@ class Launch:
         prm = self.cols_prm.get(key)
         f = self.plan.fold  # FOLD: I is the original I times f (the kernel's fI = I / f)
         if prm is None:  # built once per shape; the pointer slots are rewritten per call
-            prm = self.cols_prm[key] = Params((0, 0, O, L, I, sxo, sxl, syo, syl, splits, tx, 0, 0, I // f))
+            # nrs: packs a thread an item, the axis's rows shared evenly by the splits
+            ny = self.block[0] // tx
+            nrs = -(-(-(-L // ny)) // splits)
+            if nrs > self.extra[3]:  # (the plan's splits hold the axis in NR packs a thread)
+                raise RuntimeError(f"cusoftmax: sync plan {self.plan.kernel} with {splits} splits cannot "
+                                   f"hold an axis of {L}")
+            prm = self.cols_prm[key] = Params((0, 0, O, L, I, sxo, sxl, syo, syl, splits, tx, 0, 0, I // f, nrs, ny * nrs))
         gx, gy, gz, bx, by, bz, sm = self.dims
         with prm.lock:
             v = prm.vals

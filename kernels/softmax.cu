@@ -1153,12 +1153,16 @@ softmax_cols_split_finish(const T* __restrict__ x, U* __restrict__ y,
 
 // ---------------------------------------------------------------------------
 // softmax_cols_sync: the split stream's layout and tiles in one launch, x read
-// once. Work item q = t * splits + s is rows [s * NY * NR, (s + 1) * NY * NR)
-// of tile t (one o, W = TX * VEC consecutive i); a thread keeps its NR packs
+// once. Work item q = t * splits + s is rows [s * NY * nrs, (s + 1) * NY * nrs)
+// of tile t (one o, W = TX * VEC consecutive i); a thread keeps its nrs <= NR packs
 // (rows ly, ly + NY, ...) in registers. The grid's G blocks are all resident
 // (cooperative launch; G a multiple of splits) and block b takes items b,
 // b + G, ...: round j is the whole tiles [j G / splits, (j + 1) G / splits),
-// so a tile's blocks are in the same round. Each block publishes its
+// so a tile's blocks are in the same round. nrs (the launcher's) =
+// ceil(ceil(L / NY) / splits) <= NR: the axis's NY-row groups shared evenly
+// by the splits (the dispatcher may split further than NR needs, to balance
+// the rounds), rps = NY * nrs rows a split (kernel arguments, not registers:
+// the SK forms at NR 16 are at their register bound). Each block publishes its
 // per-column (max, sum) partial, waits at the tile's barrier, merges the
 // tile's partials (same order in every block: identical totals) and writes
 // its rows. PF (16-byte packs): the block's next item streams
@@ -1177,7 +1181,8 @@ template <typename T, typename U, bool LOG, int VEC, int THREADS, int NR, int MI
 __global__ void __launch_bounds__(THREADS, MINB)
 softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
                   i64 sxo, i64 sxl, i64 syo, i64 syl, i64 splits, int TX,
-                  typename ComputeOf2<T, U>::type* __restrict__ part, unsigned* __restrict__ cnt, i64 fI) {
+                  typename ComputeOf2<T, U>::type* __restrict__ part, unsigned* __restrict__ cnt, i64 fI,
+                  int nrs, int rps) {
   typedef typename ComputeOf2<T, U>::type C;
   typedef Pack<T, VEC> P;
   static_assert(!PF || sizeof(P) == 16, "cp.async moves 16-byte packs");
@@ -1218,7 +1223,7 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
   auto item = [&](i64 q, i64& t, int& wl, i64& xo, int& nv, unsigned& skp) {
     t = q / splits;
     const i64 s = q - t * splits, o = t / tiles_i, i0 = (t - o * tiles_i) * PW;
-    const i64 l0 = s * NY * NR + ly;
+    const i64 l0 = (i64)((int)s * rps + ly);  // (32-bit: the sync plans' axes are short)
     if constexpr (SK) {
       wl = (int)(PW + VEC - 1);
       const int sh = (int)((shl + o * sxo) & (VEC - 1));
@@ -1234,18 +1239,20 @@ softmax_cols_sync(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 
       const unsigned wr = (tx >= 1 && tx <= TX - 2) ? valid : 0u;
       skp = ((unsigned)(q0 + 256) << 16) | (wr << 8) | ownw;
       xo = o * sxo + cb + l0 * sxl;
-      nv = ((ownw & valid) != 0u && l0 < L) ? (int)min((i64)NR, (L - l0 + NY - 1) / NY) : 0;
+      // (32-bit: a sync plan's axis is at most splits x NY x NR rows; the
+      // SK forms at NR 16 spill with the 64-bit form)
+      nv = ((ownw & valid) != 0u && l0 < L) ? min(nrs, ((int)(L - l0) + NY - 1) / NY) : 0;
     } else {
       const i64 i = i0 + (i64)tx * VEC;
       wl = (int)min(W, I - i0);
       xo = o * sxo + i + l0 * sxl;
-      nv = (i < I && l0 < L) ? (int)min((i64)NR, (L - l0 + NY - 1) / NY) : 0;
+      nv = (i < I && l0 < L) ? (int)min((i64)nrs, (L - l0 + NY - 1) / NY) : 0;
       skp = 0u;
     }
   };
   auto yoff = [&](i64 q, int q0) -> i64 {
     const i64 t = q / splits, s = q - t * splits, o = t / tiles_i, i0 = (t - o * tiles_i) * PW;
-    const i64 l0 = s * NY * NR + ly;
+    const i64 l0 = (i64)((int)s * rps + ly);  // (32-bit: the sync plans' axes are short)
     if constexpr (SK) {  // (sh = tx x VEC - 1 - q0)
       return o * syo + i0 + q0 + 1 - VEC + l0 * syl;
     } else {

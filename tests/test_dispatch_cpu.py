@@ -46,7 +46,18 @@ def test_cols_plans_within_limits(dev):
                 splits, tiles = p.extra[1], p.extra[2]
                 assert tiles == O * -(-I // (tx * v)) and th == p.block[0] == 256 and p.extra[3] == nr, ctx
                 assert L >= th // tx * nr, ctx  # a block's rows all inside the axis at least once
-                assert (splits - 1) * (th // tx) * nr < L <= splits * (th // tx) * nr, ctx
+                # the fewest splits NR allows, or (COLS_SYNC_BALANCE, 16-byte packs) up to
+                # COLS_SYNC_BALANCE_SPLITS x that many in no more rounds; at most NR packs a thread
+                ny = th // tx
+                s0 = -(-L // (ny * nr))
+                nrs = -(-(-(-L // ny)) // splits)
+                assert nrs <= nr and L <= splits * ny * nrs and (splits - 1) * ny * nrs < L, ctx
+                if narrow or not _dispatch.COLS_SYNC_BALANCE:
+                    assert splits == s0, ctx
+                else:
+                    assert s0 <= splits <= _dispatch.COLS_SYNC_BALANCE_SPLITS * s0, ctx
+                    cap = min(minb, (dev.max_smem + 1024) // (p.smem + (th // 32) * 256 * 8 + 1024)) * dev.sm_count
+                    assert -(-tiles // (cap // splits)) <= -(-tiles // (cap // s0)), ctx
                 # whole tiles a round, every block resident at once (registers and shared memory)
                 assert p.smem == (0 if narrow else nr * th * 16), ctx
                 per_sm = min(minb, (dev.max_smem + 1024) // (p.smem + (th // 32) * 256 * 8 + 1024))
@@ -167,12 +178,15 @@ def test_cols_sync_rules():
     for shape in ((1, 262144, 64), (4, 262144, 64)):  # > 256 blocks a tile
         assert not sync(*shape, "float32") and not sync(*shape, "bfloat16"), shape
     # NR 4 would split (32768, 64) over 256 blocks (> COLS_SYNC_NR_MAX_SPLITS[4]): NR 16, 64 blocks
+    # (balanced: COLS_SYNC_BALANCE_SPLITS x as many in the same one round)
     p = _dispatch.plan_cols(1, 32768, 64, "bfloat16", "bfloat16", False, dev, 8)
-    assert ", 16, 2, true>" in p.kernel and p.extra[1] == 64, p
+    assert ", 16, 2, true>" in p.kernel, p
+    assert p.extra[1] == (_dispatch.COLS_SYNC_BALANCE_SPLITS * 64 if _dispatch.COLS_SYNC_BALANCE else 64), p
     assert not sync(1, 256, 32768, "bfloat16")  # a block's 512 rows over a 256-long axis
     assert not sync(1, 2048, 4096, "float64")  # double arithmetic
     p = _dispatch._plan_cols_sync(1, 1000, 1000, "bfloat16", "bfloat16", False, dev, 8)
-    assert ", 4, 3, true>" in p.kernel and p.grid == (128,), p  # NR 4 fits at once
+    assert ", 4, 3, true>" in p.kernel, p  # NR 4 fits at once: 16 tiles x 8 splits (balanced: x 2)
+    assert p.grid == ((256,) if _dispatch.COLS_SYNC_BALANCE else (128,)), p
     p = _dispatch._plan_cols_sync(1, 2048, 4096, "float32", "float32", False, dev, 4)
     assert ", 16, 2, true>" in p.kernel and p.grid == (264,) and p.extra == (8, 4, 128, 16), p
     for O, L, I in ((1, 700, 136), (3, 1500, 264), (2, 4096, 40), (1, 5000, 3000)):  # the kernel's

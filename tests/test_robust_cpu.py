@@ -320,7 +320,12 @@ def test_cols_fold_launch_passes_fold_and_falls_back_unfolded(monkeypatch):
     f = plan.fold
     args = (O, L // f, I * f, L * I, I * f, L * I, I * f)
     ln.cols(111, 222, *args)
-    assert calls[0][:9] == [111, 222, *args] and calls[0][13] == I and len(calls[0]) == 14
+    assert calls[0][:9] == [111, 222, *args] and calls[0][13] == I and len(calls[0]) == 16
+    # nrs, rps: the folded axis's rows shared evenly by the splits, at most NR packs a thread
+    tx, splits, _, nr = plan.extra
+    ny = 256 // tx
+    nrs = -(-(-(-(L // f) // ny)) // splits)
+    assert calls[0][14:] == [nrs, ny * nrs] and nrs <= nr and splits * ny * nrs >= L // f
     fell = []
     ln.fallback = type("F", (), {"cols": lambda self, *a: fell.append(a)})()
     rc[0] = _launch._COOP_TOO_LARGE

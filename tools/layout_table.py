@@ -9,7 +9,8 @@ the float64 reference on a few columns first.
 --shapes: a subset ("LxI" or "OxLxI"); --set: override a cusoftmax._dispatch
 threshold for this run (to try a rule before changing it).
 """
-import argparse, json
+import argparse
+import ast, json
 import numpy as np, cupy as cp
 import cusoftmax as cs
 from cusoftmax import _dispatch as D, reference as ref
@@ -43,7 +44,8 @@ def main():
     for kv in a.set:
         k, v = kv.split("=")
         assert hasattr(D, k), k
-        setattr(D, k, type(getattr(D, k))(v))
+        cur = getattr(D, k)  # (dicts, tuples and bools as Python literals)
+        setattr(D, k, ast.literal_eval(v) if isinstance(cur, (dict, tuple, bool)) else type(cur)(v))
     shapes = SHAPES
     if a.shapes:
         want = [tuple(int(n) for n in s.split("x")) for s in a.shapes.split(",")]
