@@ -286,17 +286,25 @@ COLS_SYNC_MAX_ROUNDS = 64
 #: a round more costs 25-35%, a pack a thread fewer in the same rounds gains
 #: a little: float32 (3000, 1500) 1.65x -> 1.46x, (4000, 1500) 1.53x ->
 #: 1.45x, (4000, 1200) 1.56x -> 1.39x; bfloat16 (6000, 3001) 1.65x -> 1.61x.
-#: At most COLS_SYNC_BALANCE_SPLITS x the splits NR needs (the range
-#: measured; a tile's barrier and merge grow with its splits), 16-byte packs
-#: only (the narrow-pack sync plans were not measured).
+#: At most COLS_SYNC_BALANCE_SPLITS x the splits NR needs and at most
+#: COLS_SYNC_BALANCE_MAX_SPLITS (a tile's barrier and merge grow with its
+#: splits: H100, tools/layout_table.py, bfloat16 (65536, 64) at 256 splits
+#: 1.76x against 1.31x at 128), 16-byte packs only (the narrow-pack sync
+#: plans were not measured).
 COLS_SYNC_BALANCE = True
 COLS_SYNC_BALANCE_SPLITS = 2
+COLS_SYNC_BALANCE_MAX_SPLITS = 64
 #: Bytes of I a tile of the (unskewed) sync plan takes, by itemsize (the
 #: split stream's COLS_SPLIT_SEGMENT elsewhere): float32 256-byte tiles
 #: (tools/sync_balance_try.py --wide; balanced, against 128 bytes): (4000,
 #: 1500) 1.37x against 1.45x, (4000, 2500) 1.40x against 1.53x, (3000, 1500)
-#: 1.40x against 1.46x, (4000, 1800) 1.24x against 1.28x.
+#: 1.40x against 1.46x, (4000, 1800) 1.24x against 1.28x; where they take
+#: at most COLS_SYNC_SEGMENT_MAX_SPLITS splits (long axes over many: H100,
+#: tools/layout_table.py, (32768, 256) 1.26x at 128 splits against 1.11x
+#: with 128-byte tiles at 64, (65536, 128) 1.33x against 1.06x, (16384,
+#: 4096) 1.27x against 1.21x).
 COLS_SYNC_SEGMENT = {4: 256}
+COLS_SYNC_SEGMENT_MAX_SPLITS = 32
 #: Strided axes in one launch without a grid barrier (softmax_cols_cl, sm_90):
 #: a thread-block cluster of COLS_CL_CLUSTERS blocks is one tile, each block
 #: holding NR packs a thread of its rows in registers, the blocks' per-column
@@ -1082,7 +1090,7 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
     if balance and fold == 1 and v * isz == VECTOR_BYTES:
         splits, grid = _cols_sync_balance(L, ny, tiles, splits, grid, cap,
                                           min(max_splits, COLS_SYNC_NR_MAX_SPLITS.get(r, COLS_SYNC_MAX_SPLITS),
-                                              COLS_SYNC_BALANCE_SPLITS * splits))
+                                              COLS_SYNC_BALANCE_SPLITS * splits, COLS_SYNC_BALANCE_MAX_SPLITS))
     rounds = _cdiv(tiles * splits, grid)
     if rounds > COLS_SYNC_MAX_ROUNDS:
         return None
@@ -1376,7 +1384,7 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
                 seg = COLS_SYNC_SEGMENT.get(isz, COLS_SPLIT_SEGMENT)
                 if seg != COLS_SPLIT_SEGMENT:  # (the tile the rule above measured, if it takes it)
                     wide = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, segment=seg)
-                    if wide is not None and wide.extra[1] <= COLS_SYNC_MAX_SPLITS:
+                    if wide is not None and wide.extra[1] <= COLS_SYNC_SEGMENT_MAX_SPLITS:
                         return wide
                 return sy
         st = None
