@@ -291,15 +291,20 @@ COLS_SYNC_MAX_ROUNDS = 64
 #: splits: H100, tools/layout_table.py, bfloat16 (65536, 64) at 256 splits
 #: 1.76x against 1.31x at 128), 16-byte packs only (the narrow-pack sync
 #: plans were not measured).
+#: Plans in one round keep NR's splits (COLS_SYNC_BALANCE_MIN_ROUNDS: the
+#: gains measured were in rounds; one-round float32 log_softmax (2048, 1024)
+#: and (2000, 1000) lost 5-7% with more splits and 256-byte tiles).
 COLS_SYNC_BALANCE = True
 COLS_SYNC_BALANCE_SPLITS = 2
 COLS_SYNC_BALANCE_MAX_SPLITS = 64
+COLS_SYNC_BALANCE_MIN_ROUNDS = 2
 #: Bytes of I a tile of the (unskewed) sync plan takes, by itemsize (the
 #: split stream's COLS_SPLIT_SEGMENT elsewhere): float32 256-byte tiles
 #: (tools/sync_balance_try.py --wide; balanced, against 128 bytes): (4000,
 #: 1500) 1.37x against 1.45x, (4000, 2500) 1.40x against 1.53x, (3000, 1500)
 #: 1.40x against 1.46x, (4000, 1800) 1.24x against 1.28x; where they take
-#: at most COLS_SYNC_SEGMENT_MAX_SPLITS splits (long axes over many: H100,
+#: at most COLS_SYNC_SEGMENT_MAX_SPLITS splits, for plans whose 128-byte
+#: tiles take COLS_SYNC_BALANCE_MIN_ROUNDS rounds (long axes over many: H100,
 #: tools/layout_table.py, (32768, 256) 1.26x at 128 splits against 1.11x
 #: with 128-byte tiles at 64, (65536, 128) 1.33x against 1.06x, (16384,
 #: 4096) 1.27x against 1.21x).
@@ -1087,7 +1092,8 @@ def _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None, pf=Non
     r, splits, grid, cap = choice
     if balance is None:
         balance = COLS_SYNC_BALANCE and min_rounds == 1
-    if balance and fold == 1 and v * isz == VECTOR_BYTES:
+    if (balance and fold == 1 and v * isz == VECTOR_BYTES
+            and _cdiv(tiles * splits, grid) >= COLS_SYNC_BALANCE_MIN_ROUNDS):
         splits, grid = _cols_sync_balance(L, ny, tiles, splits, grid, cap,
                                           min(max_splits, COLS_SYNC_NR_MAX_SPLITS.get(r, COLS_SYNC_MAX_SPLITS),
                                               COLS_SYNC_BALANCE_SPLITS * splits, COLS_SYNC_BALANCE_MAX_SPLITS))
@@ -1382,7 +1388,7 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
             tx_, splits, tiles_, nr_ = sy.extra
             if L >= COLS_SYNC_THREADS // tx_ * nr_ and splits <= COLS_SYNC_MAX_SPLITS:
                 seg = COLS_SYNC_SEGMENT.get(isz, COLS_SPLIT_SEGMENT)
-                if seg != COLS_SPLIT_SEGMENT:  # (the tile the rule above measured, if it takes it)
+                if seg != COLS_SPLIT_SEGMENT and _cdiv(tiles_ * splits, sy.grid[0]) >= COLS_SYNC_BALANCE_MIN_ROUNDS:
                     wide = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, segment=seg)
                     if wide is not None and wide.extra[1] <= COLS_SYNC_SEGMENT_MAX_SPLITS:
                         return wide

@@ -52,7 +52,7 @@ def test_cols_plans_within_limits(dev):
                 s0 = -(-L // (ny * nr))
                 nrs = -(-(-(-L // ny)) // splits)
                 assert nrs <= nr and L <= splits * ny * nrs and (splits - 1) * ny * nrs < L, ctx
-                if narrow or not _dispatch.COLS_SYNC_BALANCE:
+                if narrow or not _dispatch.COLS_SYNC_BALANCE or splits == s0:
                     assert splits == s0, ctx
                 else:
                     assert s0 <= splits <= _dispatch.COLS_SYNC_BALANCE_SPLITS * s0, ctx
@@ -185,8 +185,10 @@ def test_cols_sync_rules():
     assert not sync(1, 256, 32768, "bfloat16")  # a block's 512 rows over a 256-long axis
     assert not sync(1, 2048, 4096, "float64")  # double arithmetic
     p = _dispatch._plan_cols_sync(1, 1000, 1000, "bfloat16", "bfloat16", False, dev, 8)
-    assert ", 4, 3, true>" in p.kernel, p  # NR 4 fits at once: 16 tiles x 8 splits (balanced: x 2)
-    assert p.grid == ((256,) if _dispatch.COLS_SYNC_BALANCE else (128,)), p
+    assert ", 4, 3, true>" in p.kernel and p.grid == (128,), p  # NR 4 fits at once (one round: unbalanced)
+    # in rounds: balanced, up to twice the splits in no more rounds (47 tiles x 6 -> 11 splits, 2 rounds)
+    p = _dispatch._plan_cols_sync(1, 3000, 1500, "float32", "float32", False, dev, 4)
+    assert ", 16, 2, true>" in p.kernel and p.extra[:3] == (8, 11 if _dispatch.COLS_SYNC_BALANCE else 6, 47), p
     p = _dispatch._plan_cols_sync(1, 2048, 4096, "float32", "float32", False, dev, 4)
     assert ", 16, 2, true>" in p.kernel and p.grid == (264,) and p.extra == (8, 4, 128, 16), p
     for O, L, I in ((1, 700, 136), (3, 1500, 264), (2, 4096, 40), (1, 5000, 3000)):  # the kernel's

@@ -93,6 +93,10 @@ def main():
             # 59 and 40 blocks a tile: the tile's partials merged by every block (cols_merge_partials)
             one(op, (1, 30000, 64), axis=1, dtype="bfloat16", label="cols-sync")
             one(op, (2, 20000, 40), axis=1, label="cols-sync")
+            # balanced rounds (COLS_SYNC_BALANCE: 47 / 24 tiles, more splits than NR 16 needs,
+            # float32's 256-byte tiles)
+            one(op, (1, 3000, 1500), axis=1, label="cols-sync")
+            one(op, (1, 6000, 1000), axis=1, dtype="bfloat16", label="cols-sync")
             # the split stream (float64 scalar packs): the last block's merge over 157 / 235
             # splits, a partial last tile, the per-tile counters left at zero
             one(op, (2, 20000, 41), axis=1, dtype="float64", label="cols-split")
