@@ -282,10 +282,12 @@ COLS_SYNC_MAX_ROUNDS = 64
 #: among any number of splits (at most NR packs a thread), so the dispatcher
 #: takes the most splits (up to the plan's limit) that keep the rounds, i.e.
 #: the fewest packs a thread in those rounds (the fewest splits that give
-#: them). H100 / H200 (tools/sync_balance_try.py, kernels/sync_balance.txt):
-#: a round more costs 25-35%, a pack a thread fewer in the same rounds gains
-#: a little: float32 (3000, 1500) 1.65x -> 1.46x, (4000, 1500) 1.53x ->
-#: 1.45x, (4000, 1200) 1.56x -> 1.39x; bfloat16 (6000, 3001) 1.65x -> 1.61x.
+#: them). H200 (tools/sync_balance_try.py, bench/results/nvidia-h200/kernels/
+#: sync_balance.txt): a round more costs 25-35%, a pack a thread fewer in the
+#: same rounds gains a little: float32 (3000, 1500) 1.65x -> 1.46x, (4000,
+#: 1500) 1.53x -> 1.45x, (4000, 1200) 1.56x -> 1.39x; bfloat16 (6000, 3001)
+#: 1.65x -> 1.61x. H100 public call (kernels/layout_ab-b82ed61.txt,
+#: layout_table.txt): float32 (4000, 1500) 1.53x -> 1.41x.
 #: At most COLS_SYNC_BALANCE_SPLITS x the splits NR needs and at most
 #: COLS_SYNC_BALANCE_MAX_SPLITS (a tile's barrier and merge grow with its
 #: splits: H100, tools/layout_table.py, bfloat16 (65536, 64) at 256 splits
@@ -293,14 +295,15 @@ COLS_SYNC_MAX_ROUNDS = 64
 #: plans were not measured).
 #: Plans in one round keep NR's splits (COLS_SYNC_BALANCE_MIN_ROUNDS: the
 #: gains measured were in rounds; one-round float32 log_softmax (2048, 1024)
-#: and (2000, 1000) lost 5-7% with more splits and 256-byte tiles).
+#: and (2000, 1000) lost 5-7% with more splits and 256-byte tiles, H100,
+#: kernels/layout_ab-b82ed61.txt).
 COLS_SYNC_BALANCE = True
 COLS_SYNC_BALANCE_SPLITS = 2
 COLS_SYNC_BALANCE_MAX_SPLITS = 64
 COLS_SYNC_BALANCE_MIN_ROUNDS = 2
 #: Bytes of I a tile of the (unskewed) sync plan takes, by itemsize (the
 #: split stream's COLS_SPLIT_SEGMENT elsewhere): float32 256-byte tiles
-#: (tools/sync_balance_try.py --wide; balanced, against 128 bytes): (4000,
+#: (H200, tools/sync_balance_try.py --wide; balanced, against 128 bytes): (4000,
 #: 1500) 1.37x against 1.45x, (4000, 2500) 1.40x against 1.53x, (3000, 1500)
 #: 1.40x against 1.46x, (4000, 1800) 1.24x against 1.28x; where they take
 #: at most COLS_SYNC_SEGMENT_MAX_SPLITS splits, for plans whose 128-byte
