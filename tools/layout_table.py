@@ -9,8 +9,7 @@ the float64 reference on a few columns first.
 --shapes: a subset ("LxI" or "OxLxI"); --set: override a cusoftmax._dispatch
 threshold for this run (to try a rule before changing it).
 """
-import argparse
-import ast, json
+import argparse, ast, json
 import numpy as np, cupy as cp
 import cusoftmax as cs
 from cusoftmax import _dispatch as D, reference as ref

@@ -16,12 +16,12 @@ first run printed an ``m<cost>`` of a cost model since dropped.)
 """
 import argparse
 import dataclasses
-import numpy as np, cupy as cp
+import cupy as cp
 import cusoftmax as cs
-from cusoftmax import _dispatch as D, reference as ref
-from cusoftmax._launch import Launch, device_info
+from cusoftmax import _dispatch as D
+from cusoftmax._launch import device_info
 from tune import min_over_rounds
-from tune_cols import make
+from cols_harness import add_common_args, case, parse_shapes, timed_calls
 
 SHAPES = [(1, 3000, 1500), (1, 4000, 1500), (1, 4000, 1200), (1, 4000, 1800), (1, 3000, 1000), (1, 6000, 1000),
           (1, 4000, 2500), (1, 2000, 3001), (1, 8000, 1001), (1, 1200, 4001), (1, 5000, 3000)]
@@ -46,39 +46,19 @@ def with_splits(p, s, dev, isz):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--log", action="store_true")
-    ap.add_argument("--dtypes", default="float32,bfloat16,float16")
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--shapes", default=None)
+    add_common_args(ap)
     ap.add_argument("--min-nrs", type=int, default=8)
     ap.add_argument("--wide", action="store_true", help="also the other tile width (128 / 256 bytes) of aligned axes")
     a = ap.parse_args()
-    shapes = SHAPES if not a.shapes else [
-        tuple(int(n) for n in s.split("x")) if s.count("x") == 2 else (1,) + tuple(int(n) for n in s.split("x"))
-        for s in a.shapes.split(",")]
+    shapes = parse_shapes(a.shapes, SHAPES)
     dev = device_info(0)
     fn = cs.log_softmax if a.log else cs.softmax
-    rf = ref.log_softmax if a.log else ref.softmax
-    tol = {"float32": 1e-5, "bfloat16": 1e-2, "float16": 1e-2}
     print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {'log_softmax' if a.log else 'softmax'}, "
           f"us (x contiguous-time ratio)", flush=True)
 
-    def err_of(y, r, cols):
-        got = ref.to_float64(y[:, :, cols])
-        if np.isnan(got).any():
-            return float("inf")
-        if a.log:
-            return float(np.max(np.abs(got - r) / np.maximum(1, np.abs(r))))
-        return float(np.max(np.abs(got - r)))
-
     for dt in a.dtypes.split(","):
         for O, L, I in shapes:
-            x = make((O, L, I), dt)
-            xc = make((O * I, L), dt)
-            y = cp.empty_like(x)
-            big = x.size > (1 << 24)
-            cols = np.arange(0, I, max(1, I // 64)) if big else slice(None)
-            r = rf(x[:, :, cols], axis=1)
+            x, xc, y, cols, r = case(O, L, I, dt, a.log)
             vec = 16 // x.dtype.itemsize
             while vec > 1 and I % vec:
                 vec //= 2
@@ -114,23 +94,8 @@ def main():
                         continue
                     rounds = -(-tiles * s // p.grid[0])
                     cands[f"{tag}s{s} n{-(-rows // s)} r{rounds}"] = p
-
-            def check(call):
-                y.fill(np.nan)
-                call()
-                return err_of(y, r, cols) <= tol[dt]
-
-            fs = {"contig": lambda: fn(xc, axis=-1), "auto": lambda: fn(x, axis=1, out=y)}
-            bad = [] if check(fs["auto"]) else ["auto"]
-            if nobal != auto:
-                ln0 = Launch(nobal, 0)
-                fs["nobal"] = lambda ln0=ln0: ln0.cols(x.data.ptr, y.data.ptr, O, L, I, L * I, I, L * I, I)
-            for name, p in cands.items():
-                ln = Launch(p, 0)
-                call = (lambda ln=ln: ln.cols(x.data.ptr, y.data.ptr, O, L, I, L * I, I, L * I, I))
-                if not check(call):
-                    bad.append(name)
-                fs[name] = call
+            fs, bad = timed_calls(fn, x, xc, y, cols, r, dt, a.log,
+                                  ({"nobal": nobal} if nobal != auto else {}) | cands)
             ts = min_over_rounds(fs, a.rounds)
             c = ts.pop("contig")
             print(f"{dt:9s} {(O, L, I)} contig {c:6.1f} | auto = {label(auto)} {ts.pop('auto') / c:.2f}x"

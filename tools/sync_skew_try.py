@@ -18,6 +18,7 @@ from cusoftmax import _dispatch as D, reference as ref
 from cusoftmax._launch import Launch, device_info
 from tune import min_over_rounds
 from tune_cols import make
+from cols_harness import TOL as tol, add_common_args, case, err_of, parse_shapes, timed_calls
 
 SHAPES = [(1, 2000, 1001), (1, 2000, 3001), (1, 1000, 5001), (1, 4000, 1001), (1, 8000, 1001),
           (1, 16384, 255), (1, 4000, 1500), (1, 16384, 1001), (1, 8192, 4095), (1, 30000, 1001),
@@ -38,33 +39,19 @@ def plans(O, L, I, dt, log, dev, variants=None, segments=(128, 256)):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--log", action="store_true")
-    ap.add_argument("--dtypes", default="float32,bfloat16,float16")
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--shapes", default=None)
+    add_common_args(ap)
     ap.add_argument("--skewed", action="store_true")
     ap.add_argument("--variants", default=None, help="NR:blocks an SM,... (default: VARIANTS by itemsize)")
     ap.add_argument("--segments", default="128,256")
     a = ap.parse_args()
-    shapes = SHAPES if not a.shapes else [
-        tuple(int(n) for n in s.split("x")) if s.count("x") == 2 else (1,) + tuple(int(n) for n in s.split("x"))
-        for s in a.shapes.split(",")]
+    shapes = parse_shapes(a.shapes, SHAPES)
     dev = device_info(0)
     var = [tuple(int(n) for n in v.split(":")) for v in a.variants.split(",")] if a.variants else None
     segs = tuple(int(n) for n in a.segments.split(","))
     fn = cs.log_softmax if a.log else cs.softmax
     rf = ref.log_softmax if a.log else ref.softmax
-    tol = {"float32": 1e-5, "bfloat16": 1e-2, "float16": 1e-2}
     print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {'log_softmax' if a.log else 'softmax'}, "
           f"us (x contiguous-time ratio)", flush=True)
-
-    def err_of(y, r, cols, log):
-        got = ref.to_float64(y[:, :, cols])
-        if np.isnan(got).any():
-            return float("inf")
-        if log:
-            return float(np.max(np.abs(got - r) / np.maximum(1, np.abs(r))))
-        return float(np.max(np.abs(got - r)))
 
     if a.skewed:  # views off the grid: x and y at the same element offset, several slabs
         for dt in a.dtypes.split(","):
@@ -91,31 +78,13 @@ def main():
                     del xb, yb, x, y
     for dt in a.dtypes.split(","):
         for O, L, I in shapes:
-            x = make((O, L, I), dt)
-            xc = make((O * I, L), dt)
-            y = cp.empty_like(x)
-            big = x.size > (1 << 24)
-            cols = np.arange(0, I, max(1, I // 64)) if big else slice(None)
-            r = rf(x[:, :, cols], axis=1)
-
-            def check(call):
-                y.fill(np.nan)
-                call()
-                return err_of(y, r, cols, a.log) <= tol[dt]
-
-            fs = {"contig": lambda: fn(xc, axis=-1), "auto": lambda: fn(x, axis=1, out=y)}
-            bad = [] if check(fs["auto"]) else ["auto"]
+            x, xc, y, cols, r = case(O, L, I, dt, a.log)
+            fs, bad = timed_calls(fn, x, xc, y, cols, r, dt, a.log, plans(O, L, I, dt, a.log, dev, var, segs))
             vec = 16 // x.dtype.itemsize
             while vec > 1 and I % vec:
                 vec //= 2
             apl = D.plan_cols(O, L, I, dt, dt, a.log, dev, vec, True, True)
             alabel = apl.kernel.split("<")[0].replace("softmax_cols_", "") + (f" fold{apl.fold}" if apl.fold > 1 else "")
-            for name, p in plans(O, L, I, dt, a.log, dev, var, segs).items():
-                ln = Launch(p, 0)
-                call = (lambda ln=ln: ln.cols(x.data.ptr, y.data.ptr, O, L, I, L * I, I, L * I, I))
-                if not check(call):
-                    bad.append(name)
-                fs[name] = call
             ts = min_over_rounds(fs, a.rounds)
             c = ts.pop("contig")
             best = min((t, k) for k, t in ts.items() if k != "auto")
