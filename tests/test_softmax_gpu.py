@@ -1110,10 +1110,8 @@ def test_cols_sync_skew(dtype, log):
         ran = 0
         for nr, minb in ((4, 3), (16, 2)):
             for seg in (128, 256):
-                # 256-byte tiles balanced (COLS_SYNC_BALANCE: the axis shared by more splits than NR
-                # needs), 128-byte ones not (one split where NR holds the axis)
                 p = _dispatch._plan_cols_sync(O, L, I, dtype, dtype, log, dev, 1, nr=nr, segment=seg, sk=True,
-                                              minb=minb, balance=seg == 256)
+                                              minb=minb)
                 if p is None:
                     continue
                 assert p.kernel.endswith(", false, true>") and p.sync, p
