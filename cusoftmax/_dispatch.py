@@ -399,6 +399,25 @@ COLS_CL_HALF_MIN_BLOCKS = 0.75
 #: 1.93-2.37x. Sync in 4 rounds lost to the split stream ((8000, 1001)
 #: bfloat16 2.39x vs 2.13x).
 COLS_NARROW_NR = (32, 16, 8)
+#: The narrow-pack cluster plan, once its packs and NR are chosen (over the
+#: clusters of COLS_CL_CLUSTERS, as above), takes the smallest cluster of
+#: COLS_NARROW_CLUSTERS that holds the axis: clusters of 3 and 6 where 4 and 8
+#: left a block or two with few or no rows. At NR 32 (2 blocks an SM) at most
+#: 30 clusters of 8 are resident at once (ncu's "Max Active Clusters", H200),
+#: so (1500, 1001)'s 32 tiles ran in two waves in clusters of 8 and run in
+#: one in clusters of 6. H100 A/B (tools/layout_table.py --set
+#: COLS_NARROW_CLUSTERS=(1, 2, 4, 8), kernels/narrow_clusters.txt), softmax
+#: against the same data contiguous: (1500, 1001) float32 1.80x -> 1.46x,
+#: bfloat16 1.78x -> 1.39x, float16 1.78x -> 1.47x; (700, 2001) 1.65-1.74x ->
+#: 1.21-1.31x; (1500, 501) 1.46-1.52x -> 1.38-1.48x; 16-bit (700, 1500)
+#: (8-byte packs, NR 8: 6 blocks) 1.17-1.19x -> 1.16x; log_softmax alike.
+#: Where the cluster stays 8 nothing changes ((2000, 1001): two waves).
+COLS_NARROW_CLUSTERS = (1, 2, 3, 4, 6, 8)
+#: Bytes of a row a narrow-pack cluster tile spans (at most 32 packs). 32
+#: (16-lane 16-bit tiles: more tiles in smaller clusters) did not help the
+#: 2000-row shapes whose clusters stay 8 (float16 (2000, 1001) 1.85x against
+#: 1.83x; kernels/narrow_clusters.txt).
+COLS_NARROW_SEGMENT = COLS_SPLIT_SEGMENT
 COLS_NARROW_PACK_BYTES = 8
 COLS_NARROW_MIN_BLOCKS = 1.25
 COLS_NARROW_SYNC_NR = 32
@@ -1176,7 +1195,8 @@ def _plan_cols_split_fold(O, L, I, in_dtype, out_dtype, log, dev) -> Optional[La
 
 
 def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
-                  segment=COLS_SPLIT_SEGMENT, nt=1, v=None, sk=False) -> Optional[LaunchPlan]:
+                  segment=COLS_SPLIT_SEGMENT, nt=1, v=None, sk=False,
+                  clusters=COLS_CL_CLUSTERS) -> Optional[LaunchPlan]:
     """softmax_cols_cl: a cluster of 1-8 blocks a tile, rows in registers,
     partials exchanged through distributed shared memory (sm_90, same-dtype
     float16 / bfloat16 / float32 with 16-byte packs of x and y). ``nr``: packs
@@ -1186,7 +1206,8 @@ def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
     --nt, so the dispatcher keeps 1); ``sk``: skewed packs of ``v``
     elements (the kernel's SK: rows off the v-element grid, x and y skewed
     alike; the caller checks), a tile writing two packs fewer a row than it
-    loads. None where it does not apply."""
+    loads; ``clusters``: the cluster sizes it may take (the smallest that
+    holds the axis). None where it does not apply."""
     if (dev.cc < 90 or in_dtype != out_dtype or in_dtype not in COLS_CL_DTYPES):
         return None
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
@@ -1205,7 +1226,7 @@ def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
 
     def cluster(r):
         need = _cdiv(L, ny * r)
-        return next((c for c in COLS_CL_CLUSTERS if c >= need), None)
+        return next((c for c in clusters if c >= need), None)
     if nr is None:
         first = COLS_CL_FIRST_CLUSTER[isz]
         nr = next((r for r in COLS_CL_NR if (cluster(r) or 99) <= first),
@@ -1296,24 +1317,25 @@ def _choose_cols_sync_skew(O, L, I, in_dtype, out_dtype, log, dev) -> Optional[L
 
 def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[LaunchPlan]:
     """The plan for packs narrower than 16 bytes (see COLS_NARROW_NR): a
-    softmax_cols_cl plan, a softmax_cols_sync plan in at most
+    softmax_cols_cl plan (packs and NR chosen over COLS_CL_CLUSTERS, then the
+    smallest cluster of COLS_NARROW_CLUSTERS), a softmax_cols_sync plan in at most
     COLS_NARROW_SYNC_MAX_ROUNDS rounds, or None (the split stream). sm_90,
     same-dtype COLS_CL_DTYPES only (the caller checks)."""
     best = None
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
     wide = vec if isz == 2 and vec * isz == COLS_NARROW_PACK_BYTES else 1
-    for v in sorted({wide, 1}, reverse=True):
-        for nr in COLS_NARROW_NR:
-            p = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=nr, v=v)
-            if p is None or (nr > 16 and p.extra[1] == 1):  # (NR 32 alone spills at 2 blocks an SM)
-                continue
-            blocks = p.grid[0] * p.grid[1]
-            if blocks >= COLS_NARROW_MIN_BLOCKS * dev.sm_count:
-                return p
-            if best is None or blocks > best[0]:
-                best = (blocks, p)
-    if best is not None:
-        return best[1]
+    for v, nr in ((v, nr) for v in sorted({wide, 1}, reverse=True) for nr in COLS_NARROW_NR):
+        p = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=nr, v=v, segment=COLS_NARROW_SEGMENT)
+        if p is None or (nr > 16 and p.extra[1] == 1):  # (NR 32 alone spills at 2 blocks an SM)
+            continue
+        blocks = p.grid[0] * p.grid[1]
+        if best is None or blocks > best[0] or blocks >= COLS_NARROW_MIN_BLOCKS * dev.sm_count:
+            best = (blocks, v, nr)
+        if blocks >= COLS_NARROW_MIN_BLOCKS * dev.sm_count:
+            break
+    if best is not None:  # those packs and NR in the smallest cluster of COLS_NARROW_CLUSTERS
+        return _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=best[2], v=best[1],
+                             segment=COLS_NARROW_SEGMENT, clusters=COLS_NARROW_CLUSTERS)
     sy = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=COLS_NARROW_SYNC_NR, v=1)
     if (sy is not None and sy.extra[1] <= COLS_SYNC_MAX_SPLITS and L >= COLS_SYNC_THREADS // sy.extra[0] * sy.extra[3]
             and _cdiv(sy.extra[2] * sy.extra[1], sy.grid[0]) <= COLS_NARROW_SYNC_MAX_ROUNDS):
@@ -1504,7 +1526,7 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                         isz = numpy.dtype(_np_name(ti)).itemsize
                         for v in sorted({1, COLS_NARROW_PACK_BYTES // isz if isz == 2 else 1}):
                             for r in COLS_NARROW_NR:
-                                for c in COLS_CL_CLUSTERS:
+                                for c in COLS_NARROW_CLUSTERS:
                                     if r > 16 and c == 1:
                                         continue
                                     k = (f"softmax_cols_cl<{T}, {T}, {LG}, {v}, {COLS_CL_THREADS}, {r}, {c}, "

@@ -81,7 +81,9 @@ def test_cols_plans_within_limits(dev):
                 tiles = O * -(-I // (tx * v))
                 assert p.grid == (c, tiles) and tiles <= 65535 and p.extra == (tx, c, tiles, nr), ctx
                 rows = th // tx * nr  # a block's rows: the smallest cluster of them covering L
-                assert c in (1, 2, 4, 8) and L <= c * rows and (c == 1 or L > c // 2 * rows), ctx
+                sizes = _dispatch.COLS_NARROW_CLUSTERS if vec * _isz(tin) < 16 else _dispatch.COLS_CL_CLUSTERS
+                smaller = [s for s in sizes if s < c]
+                assert c in sizes and L <= c * rows and (c == 1 or L > smaller[-1] * rows), ctx
                 assert not _dispatch.cols_prefers_copy(p, O, L, I, dev), ctx  # never through the copy
                 continue
             if p.pre_kernel:  # split stream: grid (tiles, splits), splits cover L exactly once
@@ -266,10 +268,18 @@ def test_cols_narrow_rules():
         assert p.kernel.startswith("softmax_cols_split_finish") and ", 1, 256, 8>" in p.kernel, p
         for dev in (a100,):
             assert not plan(1, 1000, 1001, dt, dev=dev).kernel.startswith(("softmax_cols_cl", "softmax_cols_sync"))
-    for dt in ("bfloat16", "float16"):  # 8-byte packs, NR 8 in clusters of 8
+    for dt in ("bfloat16", "float16"):  # 8-byte packs, NR 8 (chosen in clusters of 8: 192 blocks) in clusters of 6
         T = _dispatch.CTYPE[dt]
         p = plan(1, 700, 1500, dt)
-        assert p.kernel == f"softmax_cols_cl<{T}, {T}, false, 4, 256, 8, 8, 2, 1>" and p.grid == (8, 24), p
+        assert p.kernel == f"softmax_cols_cl<{T}, {T}, false, 4, 256, 8, 6, 2, 1>" and p.grid == (6, 24), p
+    for dt in ("float32", "bfloat16", "float16"):  # COLS_NARROW_CLUSTERS: the smallest cluster that holds the axis
+        T = _dispatch.CTYPE[dt]
+        for L, I, c, tiles in ((1500, 1001, 6, 32), (700, 2001, 3, 63), (2000, 501, 8, 16), (1000, 3001, 4, 94)):
+            p = plan(1, L, I, dt)
+            if dt == "float32" and I == 3001:  # (float32: the skewed sync plan)
+                continue
+            assert p.kernel == f"softmax_cols_cl<{T}, {T}, false, 1, 256, 32, {c}, 2, 1>", (L, I, p)
+            assert p.grid == (c, tiles), (L, I, p)
     assert plan(1, 700, 1502, "float32").kernel.startswith("softmax_cols_cl<float, float, false, 1,")
     for args in ((1, 1000, 1001, "bfloat16", h100, "float32"), (1, 1000, 1001, "float64")):
         assert not plan(*args).kernel.startswith(("softmax_cols_cl", "softmax_cols_sync")), args

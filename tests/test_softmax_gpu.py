@@ -934,8 +934,8 @@ def test_cols_narrow(dtype, log):
     """Unit-stride axes that take packs narrower than 16 bytes (odd I,
     16-bit I a multiple of 4 but not 8, float32 I even but not a multiple of
     4): softmax_cols_cl with scalars and (16-bit) 8-byte packs at every NR of
-    COLS_NARROW_NR whose cluster has at most 8 blocks (clusters of 1-8),
-    softmax_cols_sync with scalars (no prefetch) over one round and several,
+    COLS_NARROW_NR whose cluster has at most 8 blocks (clusters of 1-8, in
+    the sizes of COLS_CL_CLUSTERS and of COLS_NARROW_CLUSTERS), softmax_cols_sync with scalars (no prefetch) over one round and several,
     special columns, output poisoned first; then the public call, and the
     dispatcher's choice on those shapes is one of the narrow plans."""
     import cupy as cp
@@ -959,10 +959,12 @@ def test_cols_narrow(dtype, log):
         plans = []
         for v in sorted({vec, 1}):
             for nr in _dispatch.COLS_NARROW_NR:
-                p = _dispatch._plan_cols_cl(O, L, I, dtype, dtype, log, dev, vec, nr=nr, v=v)
-                if p is not None and not (nr > 16 and p.extra[1] == 1):  # (as the dispatcher)
-                    plans.append(p)
-                    seen.add(("cl", v == 1, p.extra[1]))
+                for cls in (_dispatch.COLS_CL_CLUSTERS, _dispatch.COLS_NARROW_CLUSTERS):
+                    p = _dispatch._plan_cols_cl(O, L, I, dtype, dtype, log, dev, vec, nr=nr, v=v, clusters=cls)
+                    if (p is not None and not (nr > 16 and p.extra[1] == 1)  # (as the dispatcher)
+                            and all(p.kernel != q.kernel or p.grid != q.grid for q in plans)):
+                        plans.append(p)
+                        seen.add(("cl", v == 1, p.extra[1]))
         p = _dispatch._plan_cols_sync(O, L, I, dtype, dtype, log, dev, vec, nr=_dispatch.COLS_NARROW_SYNC_NR, v=1)
         if p is not None and L >= p.block[0] // p.extra[0] * p.extra[3]:
             assert p.kernel.endswith("false>") and p.smem == 0, p  # no cp.async prefetch
@@ -980,7 +982,7 @@ def test_cols_narrow(dtype, log):
             check_forward(y, xh, axis=1, log=log, ctx=f"{p.kernel} grid {p.grid} {(O, L, I)}")
         y = (cusoftmax.log_softmax if log else cusoftmax.softmax)(x, axis=1)
         check_forward(y, xh, axis=1, log=log, ctx=f"api {(O, L, I)} {auto.kernel}")
-    assert {c for k, *r in seen if k == "cl" for c in r[1:]} == {1, 2, 4, 8}, seen
+    assert {c for k, *r in seen if k == "cl" for c in r[1:]} == {1, 2, 3, 4, 6, 8}, seen
     assert ("sync", True) in seen and ("cl", True, 8) in seen and ("cl", False, 8) in seen, seen
 
 

@@ -74,6 +74,8 @@ def main():
             one(op, (2, 2000, 42), axis=1, label="cols-narrow")
             one(op, (40, 400, 130), axis=1, label="cols-narrow")
             one(op, (1, 700, 1500), axis=1, dtype="float16", label="cols-narrow")
+            one(op, (1, 1500, 1001), axis=1, dtype="bfloat16", label="cols-narrow")  # clusters of 6
+            one(op, (1, 700, 2001), axis=1, label="cols-narrow")  # clusters of 3
             one(op, (2, 20000, 41), axis=1, label="cols-narrow")
             one(op, (1, 30000, 63), axis=1, dtype="bfloat16", label="cols-narrow")
             # staged cols (float64): a cluster of 2 and of 8 blocks, scalars in a cluster of 4
