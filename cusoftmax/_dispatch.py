@@ -413,6 +413,16 @@ COLS_NARROW_NR = (32, 16, 8)
 #: (8-byte packs, NR 8: 6 blocks) 1.17-1.19x -> 1.16x; log_softmax alike.
 #: Where the cluster stays 8 nothing changes ((2000, 1001): two waves).
 COLS_NARROW_CLUSTERS = (1, 2, 3, 4, 6, 8)
+#: Blocks an SM (the kernel's MINB, launch bounds) by (dtype, pack elements,
+#: NR) for narrow-pack cluster plans, where not COLS_CL_MINB[NR]. bfloat16
+#: scalars at NR 32 fit 80 registers without spilling (float16 and float32
+#: spill 8-16 bytes, 8-byte bfloat16 packs 124-156), so 3 blocks an SM: 45
+#: clusters of 8 resident, not 30, and (2000, 1001)'s 32 run in one wave.
+#: H100 A/B (kernels/narrow_clusters.txt, run 2), softmax against the same
+#: data contiguous: bfloat16 (2000, 1001) 1.69-1.71x -> 1.42-1.44x, (2000,
+#: 1002) 1.83x -> 1.51-1.54x, (1500, 1501) 1.74-1.75x -> 1.42-1.43x, (1000,
+#: 3001) 1.59-1.61x -> 1.53-1.56x, none slower; log_softmax alike.
+COLS_NARROW_MINB = {("bfloat16", 1, 32): 3}
 #: Bytes of a row a narrow-pack cluster tile spans (at most 32 packs). 32
 #: (16-lane 16-bit tiles: more tiles in smaller clusters) did not help the
 #: 2000-row shapes whose clusters stay 8 (float16 (2000, 1001) 1.85x against
@@ -1196,7 +1206,7 @@ def _plan_cols_split_fold(O, L, I, in_dtype, out_dtype, log, dev) -> Optional[La
 
 def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
                   segment=COLS_SPLIT_SEGMENT, nt=1, v=None, sk=False,
-                  clusters=COLS_CL_CLUSTERS) -> Optional[LaunchPlan]:
+                  clusters=COLS_CL_CLUSTERS, minb=None) -> Optional[LaunchPlan]:
     """softmax_cols_cl: a cluster of 1-8 blocks a tile, rows in registers,
     partials exchanged through distributed shared memory (sm_90, same-dtype
     float16 / bfloat16 / float32 with 16-byte packs of x and y). ``nr``: packs
@@ -1207,7 +1217,8 @@ def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
     elements (the kernel's SK: rows off the v-element grid, x and y skewed
     alike; the caller checks), a tile writing two packs fewer a row than it
     loads; ``clusters``: the cluster sizes it may take (the smallest that
-    holds the axis). None where it does not apply."""
+    holds the axis); ``minb``: blocks an SM (None: COLS_CL_MINB[nr]). None
+    where it does not apply."""
     if (dev.cc < 90 or in_dtype != out_dtype or in_dtype not in COLS_CL_DTYPES):
         return None
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
@@ -1238,7 +1249,7 @@ def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
         return None
     T = CTYPE[in_dtype]
     k = (f"softmax_cols_cl<{T}, {T}, {'true' if log else 'false'}, {v}, {COLS_CL_THREADS}, {nr}, {cl}, "
-         f"{COLS_CL_MINB[nr]}, {nt}{', true' if sk else ''}>")
+         f"{minb or COLS_CL_MINB[nr]}, {nt}{', true' if sk else ''}>")
     return LaunchPlan("cols", "softmax.cu", k, (cl, _cdiv(tiles, nt)), (COLS_CL_THREADS,), 1,
                       extra=(tx, cl, tiles, nr))
 
@@ -1318,7 +1329,8 @@ def _choose_cols_sync_skew(O, L, I, in_dtype, out_dtype, log, dev) -> Optional[L
 def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[LaunchPlan]:
     """The plan for packs narrower than 16 bytes (see COLS_NARROW_NR): a
     softmax_cols_cl plan (packs and NR chosen over COLS_CL_CLUSTERS, then the
-    smallest cluster of COLS_NARROW_CLUSTERS), a softmax_cols_sync plan in at most
+    smallest cluster of COLS_NARROW_CLUSTERS, blocks an SM by
+    COLS_NARROW_MINB), a softmax_cols_sync plan in at most
     COLS_NARROW_SYNC_MAX_ROUNDS rounds, or None (the split stream). sm_90,
     same-dtype COLS_CL_DTYPES only (the caller checks)."""
     best = None
@@ -1335,7 +1347,8 @@ def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional
             break
     if best is not None:  # those packs and NR in the smallest cluster of COLS_NARROW_CLUSTERS
         return _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=best[2], v=best[1],
-                             segment=COLS_NARROW_SEGMENT, clusters=COLS_NARROW_CLUSTERS)
+                             segment=COLS_NARROW_SEGMENT, clusters=COLS_NARROW_CLUSTERS,
+                             minb=COLS_NARROW_MINB.get((in_dtype, best[1], best[2])))
     sy = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=COLS_NARROW_SYNC_NR, v=1)
     if (sy is not None and sy.extra[1] <= COLS_SYNC_MAX_SPLITS and L >= COLS_SYNC_THREADS // sy.extra[0] * sy.extra[3]
             and _cdiv(sy.extra[2] * sy.extra[1], sy.grid[0]) <= COLS_NARROW_SYNC_MAX_ROUNDS):
@@ -1530,7 +1543,7 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                                     if r > 16 and c == 1:
                                         continue
                                     k = (f"softmax_cols_cl<{T}, {T}, {LG}, {v}, {COLS_CL_THREADS}, {r}, {c}, "
-                                         f"{COLS_CL_MINB[r]}, 1>")
+                                         f"{COLS_NARROW_MINB.get((ti, v, r), COLS_CL_MINB[r])}, 1>")
                                     found[("softmax.cu", k)] = None
                         v = COLS_SKEW_PACK_BYTES[isz] // isz  # skewed packs (_choose_cols_skew)
                         for r in (COLS_SKEW_NR if isz in COLS_SKEW_MIN_ROW_BYTES else ()):

@@ -77,7 +77,8 @@ def test_cols_plans_within_limits(dev):
                 assert v * _isz(tin) == _dispatch.VECTOR_BYTES or vec * _isz(tin) < 16 or (
                     nr == _dispatch.COLS_CL_HALF_NR and c <= _dispatch.COLS_CL_HALF_MAX_CLUSTER[_isz(tin)]), ctx
                 assert tx * v <= 64 and th == p.block[0] == 256 and p.smem == 0, ctx  # COLS_CL_W_MAX
-                assert minb == _dispatch.COLS_CL_MINB[nr] and nr % 4 == 0, ctx
+                assert minb == _dispatch.COLS_NARROW_MINB.get((tin, v, nr), _dispatch.COLS_CL_MINB[nr]), ctx
+                assert nr % 4 == 0, ctx
                 tiles = O * -(-I // (tx * v))
                 assert p.grid == (c, tiles) and tiles <= 65535 and p.extra == (tx, c, tiles, nr), ctx
                 rows = th // tx * nr  # a block's rows: the smallest cluster of them covering L
@@ -259,8 +260,9 @@ def test_cols_narrow_rules():
         assert p.kernel == f"softmax_cols_cl<{T}, {T}, false, 1, 256, 16, 8, 1, 1>" and p.grid == (8, 32), p
         p = plan(1, 1000, 1002, dt)  # 4-byte 16-bit / 8-byte float32 packs: scalars
         assert p.kernel == f"softmax_cols_cl<{T}, {T}, false, 1, 256, 16, 8, 1, 1>", p
+        mb = 3 if dt == "bfloat16" else 2  # (COLS_NARROW_MINB: bfloat16 scalars at NR 32, 3 blocks an SM)
         p = plan(1, 333, 3001, dt)  # NR 32 in clusters of 2: 188 blocks
-        assert p.kernel == f"softmax_cols_cl<{T}, {T}, false, 1, 256, 32, 2, 2, 1>" and p.grid == (2, 94), p
+        assert p.kernel == f"softmax_cols_cl<{T}, {T}, false, 1, 256, 32, 2, {mb}, 1>" and p.grid == (2, 94), p
         p = plan(1, 4000, 1001, dt)  # no cluster of 8 holds 4000 rows: sync, NR 32, one round
         assert p.kernel == f"softmax_cols_sync<{T}, {T}, false, 1, 256, 32, 2, false>" and p.smem == 0, p
         assert p.extra[1:3] == (16, 32) and p.grid == (256,), p
@@ -278,7 +280,8 @@ def test_cols_narrow_rules():
             p = plan(1, L, I, dt)
             if dt == "float32" and I == 3001:  # (float32: the skewed sync plan)
                 continue
-            assert p.kernel == f"softmax_cols_cl<{T}, {T}, false, 1, 256, 32, {c}, 2, 1>", (L, I, p)
+            mb = 3 if dt == "bfloat16" else 2
+            assert p.kernel == f"softmax_cols_cl<{T}, {T}, false, 1, 256, 32, {c}, {mb}, 1>", (L, I, p)
             assert p.grid == (c, tiles), (L, I, p)
     assert plan(1, 700, 1502, "float32").kernel.startswith("softmax_cols_cl<float, float, false, 1,")
     for args in ((1, 1000, 1001, "bfloat16", h100, "float32"), (1, 1000, 1001, "float64")):

@@ -935,7 +935,8 @@ def test_cols_narrow(dtype, log):
     16-bit I a multiple of 4 but not 8, float32 I even but not a multiple of
     4): softmax_cols_cl with scalars and (16-bit) 8-byte packs at every NR of
     COLS_NARROW_NR whose cluster has at most 8 blocks (clusters of 1-8, in
-    the sizes of COLS_CL_CLUSTERS and of COLS_NARROW_CLUSTERS), softmax_cols_sync with scalars (no prefetch) over one round and several,
+    the sizes of COLS_CL_CLUSTERS and, at COLS_NARROW_MINB's blocks an SM, of
+    COLS_NARROW_CLUSTERS), softmax_cols_sync with scalars (no prefetch) over one round and several,
     special columns, output poisoned first; then the public call, and the
     dispatcher's choice on those shapes is one of the narrow plans."""
     import cupy as cp
@@ -959,8 +960,10 @@ def test_cols_narrow(dtype, log):
         plans = []
         for v in sorted({vec, 1}):
             for nr in _dispatch.COLS_NARROW_NR:
-                for cls in (_dispatch.COLS_CL_CLUSTERS, _dispatch.COLS_NARROW_CLUSTERS):
-                    p = _dispatch._plan_cols_cl(O, L, I, dtype, dtype, log, dev, vec, nr=nr, v=v, clusters=cls)
+                mb = _dispatch.COLS_NARROW_MINB.get((dtype, v, nr))
+                for cls, minb in ((_dispatch.COLS_CL_CLUSTERS, None), (_dispatch.COLS_NARROW_CLUSTERS, mb)):
+                    p = _dispatch._plan_cols_cl(O, L, I, dtype, dtype, log, dev, vec, nr=nr, v=v, clusters=cls,
+                                                minb=minb)
                     if (p is not None and not (nr > 16 and p.extra[1] == 1)  # (as the dispatcher)
                             and all(p.kernel != q.kernel or p.grid != q.grid for q in plans)):
                         plans.append(p)
