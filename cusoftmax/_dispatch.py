@@ -1341,10 +1341,11 @@ def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional
         if p is None or (nr > 16 and p.extra[1] == 1):  # (NR 32 alone spills at 2 blocks an SM)
             continue
         blocks = p.grid[0] * p.grid[1]
-        if best is None or blocks > best[0] or blocks >= COLS_NARROW_MIN_BLOCKS * dev.sm_count:
+        if blocks >= COLS_NARROW_MIN_BLOCKS * dev.sm_count:  # the first with enough blocks
             best = (blocks, v, nr)
-        if blocks >= COLS_NARROW_MIN_BLOCKS * dev.sm_count:
             break
+        if best is None or blocks > best[0]:  # else the one with the most
+            best = (blocks, v, nr)
     if best is not None:  # those packs and NR in the smallest cluster of COLS_NARROW_CLUSTERS
         return _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=best[2], v=best[1],
                              segment=COLS_NARROW_SEGMENT, clusters=COLS_NARROW_CLUSTERS,

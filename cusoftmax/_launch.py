@@ -12,7 +12,7 @@ import threading
 import numpy
 
 
-from ._dispatch import DeviceInfo, LaunchPlan
+from ._dispatch import DeviceInfo, LaunchPlan, _cdiv
 from ._loader import get_kernel
 
 _devinfo: dict[int, DeviceInfo] = {}
@@ -349,7 +349,7 @@ class Launch:
         if prm is None:  # built once per shape; the pointer slots are rewritten per call
             # nrs: packs a thread an item, the axis's rows shared evenly by the splits
             ny = self.block[0] // tx
-            nrs = -(-(-(-L // ny)) // splits)
+            nrs = _cdiv(_cdiv(L, ny), splits)
             if nrs > self.extra[3]:  # (the plan's splits hold the axis in NR packs a thread)
                 raise RuntimeError(f"cusoftmax: sync plan {self.plan.kernel} with {splits} splits cannot "
                                    f"hold an axis of {L}")
