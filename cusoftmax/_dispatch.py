@@ -415,14 +415,17 @@ COLS_NARROW_NR = (32, 16, 8)
 COLS_NARROW_CLUSTERS = (1, 2, 3, 4, 6, 8)
 #: Blocks an SM (the kernel's MINB, launch bounds) by (dtype, pack elements,
 #: NR) for narrow-pack cluster plans, where not COLS_CL_MINB[NR]. bfloat16
-#: scalars at NR 32 fit 80 registers without spilling (float16 and float32
-#: spill 8-16 bytes, 8-byte bfloat16 packs 124-156), so 3 blocks an SM: 45
-#: clusters of 8 resident, not 30, and (2000, 1001)'s 32 run in one wave.
+#: scalars at NR 32 fit 80 registers without spilling (float32 spills 4-12
+#: bytes, 8-byte bfloat16 packs 124-156), so 3 blocks an SM: 45 clusters of
+#: 8 resident, not 30, and (2000, 1001)'s 32 run in one wave. float16 fits
+#: since its conversion takes the half from a 32-bit register and its NR 32
+#: form reduces in two sweeps (common.cuh to_compute, softmax.cu
+#: cols_cl_max_first; before: 8-12 bytes spilled).
 #: H100 A/B (kernels/narrow_clusters.txt, run 2), softmax against the same
 #: data contiguous: bfloat16 (2000, 1001) 1.69-1.71x -> 1.42-1.44x, (2000,
 #: 1002) 1.83x -> 1.51-1.54x, (1500, 1501) 1.74-1.75x -> 1.42-1.43x, (1000,
 #: 3001) 1.59-1.61x -> 1.53-1.56x, none slower; log_softmax alike.
-COLS_NARROW_MINB = {("bfloat16", 1, 32): 3}
+COLS_NARROW_MINB = {("bfloat16", 1, 32): 3, ("float16", 1, 32): 3}
 #: Bytes of a row a narrow-pack cluster tile spans (at most 32 packs). 32
 #: (16-lane 16-bit tiles: more tiles in smaller clusters) did not help the
 #: 2000-row shapes whose clusters stay 8 (float16 (2000, 1001) 1.85x against
@@ -520,10 +523,15 @@ COLS_SKEW_NR = (8, 16)
 #: against 1.25-1.39x). float16 softmax alike (the run with the masks held in a register, which
 #: is float16's form: (8192, 4095) 1.61-1.63x against 1.90-1.92x, (6000,
 #: 3001) 1.66-1.68x against 2.11-2.15x, (2000, 3001) 1.54-1.59x against
-#: 1.67-1.71x); float16 log_softmax is not taken (COLS_SYNC_SK_NO_LOG: its NR
-#: 16 form spills 8 bytes on sm_90 in either form).
+#: 1.67-1.71x). float16 log_softmax was kept from it (COLS_SYNC_SK_NO_LOG)
+#: while its NR 16 form spilled 8 bytes on sm_90; it no longer does (128
+#: registers since the rows-a-split arguments) and takes it: H100
+#: (kernels/f16_wide.txt), log_softmax against the same data contiguous,
+#: (2000, 3001) 1.64-1.67x (cl sk4) -> 1.51-1.53x, (8192, 4095) 1.95x (split
+#: fold8) -> 1.64x, (6000, 3001) 2.11-2.14x -> 1.56-1.57x, (12000, 2001)
+#: 1.92-1.95x -> 1.75-1.76x.
 COLS_SYNC_SK_DTYPES = ("float32", "bfloat16", "float16")
-COLS_SYNC_SK_NO_LOG = ("float16",)
+COLS_SYNC_SK_NO_LOG: tuple = ()  # (dtypes whose log_softmax does not take it)
 COLS_SYNC_SK_NR = 16
 COLS_SYNC_SK_MINB = 2
 COLS_SYNC_SK_SEGMENT = 256

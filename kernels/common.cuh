@@ -52,6 +52,27 @@ template <> CSM_DEVICE double to_compute<double, f16_t>(f16_t v) {
   return (double)to_compute<float, f16_t>(v);
 }
 
+// to_compute with a float16 value taken as the low half of a 32-bit register:
+// the same conversion (bit for bit), but ptxas allocates fewer registers
+// around it: softmax_cols_cl's float16 scalars at NR 32 fit 80 registers (3
+// blocks an SM) only so. Elsewhere the plain form: in every row kernel it
+// gave the same bits at -4% .. +5% of the time, and the strided sync / skewed
+// cluster kernels were 1-2% slower (H100, kernels/f16_wide.txt of
+// bench/results/nvidia-h100-80gb-hbm3).
+template <typename C, typename T> CSM_DEVICE C to_compute_w(T v) { return to_compute<C>(v); }
+template <> CSM_DEVICE float to_compute_w<float, f16_t>(f16_t v) {
+  float r;
+  const unsigned u = v.bits;
+  asm("{.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, %1;\n\tcvt.f32.f16 %0, lo;}" : "=f"(r) : "r"(u));
+  return r;
+}
+
+// to_compute_w where W, else to_compute
+template <bool W, typename C, typename T> CSM_DEVICE C to_compute_as(T v) {
+  if constexpr (W) return to_compute_w<C>(v);
+  else return to_compute<C>(v);
+}
+
 template <typename T, typename C> CSM_DEVICE T from_compute(C v);
 template <> CSM_DEVICE float from_compute<float, float>(float v) { return v; }
 template <> CSM_DEVICE double from_compute<double, float>(float v) { return (double)v; }

@@ -628,14 +628,14 @@ softmax_cols(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
 // (identity on entry), in two sweeps (the maxima, then the sum of exps), each
 // converting as it goes: float16's form in the register-resident cols
 // kernels (the one-sweep md_accumulate keeps a column's NR converted values
-// live and spills at NR 16).
-template <typename C, typename T, int VEC, int NR>
+// live and spills at NR 16). CW: convert with to_compute_w.
+template <typename C, typename T, int VEC, int NR, bool CW = false>
 CSM_DEVICE void cols_md_two_sweeps(MD<C> (&md)[VEC], const Pack<T, VEC> (&v)[NR], int nv) {
 #pragma unroll
   for (int u = 0; u < NR; ++u)
     if (u < nv) {
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) md[e].m = Num<C>::max(md[e].m, to_compute<C>(v[u].v[e]));
+      for (int e = 0; e < VEC; ++e) md[e].m = Num<C>::max(md[e].m, to_compute_as<CW, C>(v[u].v[e]));
     }
   C base[VEC];
 #pragma unroll
@@ -644,7 +644,7 @@ CSM_DEVICE void cols_md_two_sweeps(MD<C> (&md)[VEC], const Pack<T, VEC> (&v)[NR]
   for (int u = 0; u < NR; ++u)
     if (u < nv) {
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) md[e].d += Num<C>::exp(to_compute<C>(v[u].v[e]) - base[e]);
+      for (int e = 0; e < VEC; ++e) md[e].d += Num<C>::exp(to_compute_as<CW, C>(v[u].v[e]) - base[e]);
     }
 }
 
@@ -1457,8 +1457,11 @@ __device__ unsigned long long cl_trace[1024 * 8];
 // tools/ab_cols.py, kernels/cl_mf.txt) faster for bfloat16 everywhere and
 // for float16 at NR 8 in clusters of 8, slower for float16 elsewhere and for
 // float32 (1000, 1000). Rows a thread that are not a multiple of 4 need it.
+// float16 at NR 32 (narrow scalars, 3 blocks an SM: COLS_NARROW_MINB) takes
+// the two sweeps: they fit 80 registers there, MF spills 4 bytes.
 template <typename T, int NR, int CL> __host__ __device__ constexpr bool cols_cl_max_first() {
-  return IsSame<T, bf16_t>::value || (IsSame<T, f16_t>::value && NR >= 8 && CL >= 8) || NR % 4 != 0;
+  return IsSame<T, bf16_t>::value || (IsSame<T, f16_t>::value && NR >= 8 && NR <= 16 && CL >= 8) ||
+         NR % 4 != 0;
 }
 template <typename T, typename U, bool LOG, int VEC, int THREADS, int NR, int CL, int MINB, int NT,
           bool SK = false>
@@ -1481,6 +1484,10 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
   // element in all; H100, kernels/cl_phase.txt run 6: (2048, 1024) at NR 8
   // in clusters of 8 17.2 -> 14.6 us; at NR 4 slower: (1000, 1000) 13.1 -> 14.5)
   constexpr bool KEEP = !LOG && NR >= 8 && IsSame<T, float>::value && IsSame<U, float>::value;
+  // CW: float16 converted with to_compute_w at NR 32, which then fits 80
+  // registers with scalars (3 blocks an SM); at NR 4-16 the plain form (the
+  // wide one was 1-2% slower in the skewed forms, kernels/f16_wide.txt)
+  constexpr bool CW = NR >= 32;
   CL_T(0);
   const int tx = threadIdx.x % TX, ly = threadIdx.x / TX, NY = THREADS / TX;
   const unsigned s = blockIdx.x;  // the cluster spans grid.x: the block's rank
@@ -1585,7 +1592,7 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
         C mx = Num<C>::neg_inf();
 #pragma unroll
         for (int u = 0; u < NR; ++u)
-          if (u < nv[j]) mx = Num<C>::max(mx, to_compute<C>(v[j][u].v[e]));
+          if (u < nv[j]) mx = Num<C>::max(mx, to_compute_as<CW, C>(v[j][u].v[e]));
         for (int off = TX; off < 32; off <<= 1) mx = Num<C>::max(mx, shfl_xor(mx, off));
         lmax[e] = mx;
         base[e] = mx == Num<C>::neg_inf() ? C(0) : mx;
@@ -1596,7 +1603,7 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
 #pragma unroll
         for (int u = 0; u < NR; ++u)
           if (u < nv[j]) {
-            const C t = Num<C>::exp(to_compute<C>(v[j][u].v[e]) - base[e]);
+            const C t = Num<C>::exp(to_compute_as<CW, C>(v[j][u].v[e]) - base[e]);
             if constexpr (KEEP) v[j][u].v[e] = t;
             d[u % 2] += t;
           }
@@ -1631,7 +1638,7 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
           md[e].d = (d[0] + d[1]) + (d[2] + d[3]);
         }
       } else if constexpr (IsSame<T, f16_t>::value) {  // (as softmax_cols_sync)
-        cols_md_two_sweeps<C, T, VEC, NR>(md, v[j], nv[j]);
+        cols_md_two_sweeps<C, T, VEC, NR, CW>(md, v[j], nv[j]);
       } else {
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {  // four rows at a time (fewer live registers)
@@ -1640,7 +1647,7 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
             C c[4];
 #pragma unroll
             for (int q = 0; q < 4; ++q)
-              c[q] = u0 + q < nv[j] ? to_compute<C>(v[j][u0 + q].v[e]) : Num<C>::neg_inf();
+              c[q] = u0 + q < nv[j] ? to_compute_as<CW, C>(v[j][u0 + q].v[e]) : Num<C>::neg_inf();
             md_accumulate<C, 4>(md[e], c);
           }
         }
@@ -1737,13 +1744,13 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
             if constexpr (KEEP) {
               f[e] = v[j][u].v[e] * sc[e];
             } else {
-              f[e] = finish_value<C, LOG>(to_compute<C>(v[j][u].v[e]), m[e], sc[e]);
+              f[e] = finish_value<C, LOG>(to_compute_as<CW, C>(v[j][u].v[e]), m[e], sc[e]);
             }
           }
           Pack<U, VEC> r;  // (16-bit output converted two at a time)
           convert_pack<U, C, VEC>(f, r);
 #if COLS_CL_STOP == 3  // (everything but the stores)
-          if (to_compute<C>(r.v[0]) == C(-7))
+          if (to_compute_as<CW, C>(r.v[0]) == C(-7))
 #endif
           if (!SK || wr[j] == (1u << VEC) - 1u) {
             store_pack_cols<U, VEC>(y + yo[j] + (i64)u * NY * syl, r);

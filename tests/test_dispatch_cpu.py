@@ -260,7 +260,7 @@ def test_cols_narrow_rules():
         assert p.kernel == f"softmax_cols_cl<{T}, {T}, false, 1, 256, 16, 8, 1, 1>" and p.grid == (8, 32), p
         p = plan(1, 1000, 1002, dt)  # 4-byte 16-bit / 8-byte float32 packs: scalars
         assert p.kernel == f"softmax_cols_cl<{T}, {T}, false, 1, 256, 16, 8, 1, 1>", p
-        mb = 3 if dt == "bfloat16" else 2  # (COLS_NARROW_MINB: bfloat16 scalars at NR 32, 3 blocks an SM)
+        mb = 2 if dt == "float32" else 3  # (COLS_NARROW_MINB: 16-bit scalars at NR 32, 3 blocks an SM)
         p = plan(1, 333, 3001, dt)  # NR 32 in clusters of 2: 188 blocks
         assert p.kernel == f"softmax_cols_cl<{T}, {T}, false, 1, 256, 32, 2, {mb}, 1>" and p.grid == (2, 94), p
         p = plan(1, 4000, 1001, dt)  # no cluster of 8 holds 4000 rows: sync, NR 32, one round
@@ -280,7 +280,7 @@ def test_cols_narrow_rules():
             p = plan(1, L, I, dt)
             if dt == "float32" and I == 3001:  # (float32: the skewed sync plan)
                 continue
-            mb = 3 if dt == "bfloat16" else 2
+            mb = 2 if dt == "float32" else 3
             assert p.kernel == f"softmax_cols_cl<{T}, {T}, false, 1, 256, 32, {c}, {mb}, 1>", (L, I, p)
             assert p.grid == (c, tiles), (L, I, p)
     assert plan(1, 700, 1502, "float32").kernel.startswith("softmax_cols_cl<float, float, false, 1,")

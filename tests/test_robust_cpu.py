@@ -447,7 +447,7 @@ def test_cols_sync_skew_rules():
             vec //= 2
         for log in (False, True):
             p = _dispatch.plan_cols(1, L, I, dt, dt, log, h100, vec, True, True)
-            if log and dt in _dispatch.COLS_SYNC_SK_NO_LOG:  # (float16 log_softmax: its form spills)
+            if log and dt in _dispatch.COLS_SYNC_SK_NO_LOG:  # (dtypes whose log_softmax is kept from it)
                 assert not p.kernel.endswith(", false, true>"), (dt, L, I, p)
                 continue
             assert p.sync and p.kernel.endswith(", false, true>"), (dt, L, I, p)

@@ -1096,7 +1096,7 @@ def test_cols_sync_skew(dtype, log):
     first tile of a row loads the previous row's last elements: NaN there
     must not leak) and across tile boundaries, output poisoned first,
     nothing written outside the view. Then the public call on arrays the
-    dispatcher sends to it (float16 log_softmax is not sent to it) and, with
+    dispatcher sends to it (log_softmax of COLS_SYNC_SK_NO_LOG's dtypes is not sent to it) and, with
     y not skewed as x, on the plans without it."""
     import cupy as cp
     from cusoftmax._launch import Launch

@@ -76,6 +76,8 @@ def main():
             one(op, (1, 700, 1500), axis=1, dtype="float16", label="cols-narrow")
             one(op, (1, 1500, 1001), axis=1, dtype="bfloat16", label="cols-narrow")  # clusters of 6
             one(op, (1, 2000, 1001), axis=1, dtype="bfloat16", label="cols-narrow")  # 3 blocks an SM
+            one(op, (1, 2000, 1001), axis=1, dtype="float16", label="cols-narrow")  # 3 blocks an SM, two sweeps
+            one(op, (1, 1500, 1001), axis=1, dtype="float16", label="cols-narrow")  # clusters of 6, 3 blocks an SM
             one(op, (1, 700, 2001), axis=1, label="cols-narrow")  # clusters of 3
             one(op, (2, 20000, 41), axis=1, label="cols-narrow")
             one(op, (1, 30000, 63), axis=1, dtype="bfloat16", label="cols-narrow")
