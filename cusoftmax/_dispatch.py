@@ -168,7 +168,12 @@ PACKS_PER_THREAD_FEW = 2
 ROWSYNC_MIN_PACKS = 2048
 ROWSYNC_MIN_BLOCKS = 4
 ROWSYNC_PACKS_PER_THREAD = 1
-#: Bytes of the per-stream barrier workspace per SM (counters + partials).
+#: The per-stream barrier workspace: 8 x ROWSYNC_MAX_ROWS bytes of counters
+#: (the most rows a launch may take; softmax.cu's ROWSYNC_MAX_ROWS, the same
+#: value: the counters sit at a fixed place, so partials an earlier launch
+#: left never land on a later launch's counters), then this many bytes per
+#: SM for the partials (rows x splits <= SMs, 16 bytes each at most).
+ROWSYNC_MAX_ROWS = 1024
 ROWSYNC_WS_BYTES_PER_SM = 64
 #: Each split block streams at least this many packs (keeps partials few).
 SPLIT_MIN_PACKS = 256
@@ -760,7 +765,7 @@ def plan_rows(rows: int, L: int, in_dtype: str, out_dtype: str, log: bool, dev: 
     block_cap = MAX_BLOCK_THREADS * (min(np_max, LOG_BLOCK_NP_MAX) if log else np_max)
 
     # few long rows: split over (almost) every SM, one launch
-    if packs > ROWSYNC_MIN_PACKS and rows * ROWSYNC_MIN_BLOCKS <= sms:
+    if packs > ROWSYNC_MIN_PACKS and rows * ROWSYNC_MIN_BLOCKS <= sms and rows <= ROWSYNC_MAX_ROWS:
         rs = _plan_rowsync(rows, packs, pack, min(np_max, LOG_BLOCK_NP_MAX) if log else np_max,
                            T, U, LG, sms, in_dtype, out_dtype)
         if rs is not None:

@@ -209,10 +209,10 @@ def sync_workspace(device_id: int, stream_ptr: int) -> int:
     buf = _sync_ws.get(("rowsync", device_id, stream_ptr))
     if buf is not None:
         return buf.data.ptr
-    from ._dispatch import ROWSYNC_WS_BYTES_PER_SM
+    from ._dispatch import ROWSYNC_MAX_ROWS, ROWSYNC_WS_BYTES_PER_SM
 
-    return zeroed_workspace(device_id, stream_ptr, "rowsync",
-                            ROWSYNC_WS_BYTES_PER_SM * device_info(device_id).sm_count + 256)
+    return zeroed_workspace(device_id, stream_ptr, "rowsync", 8 * ROWSYNC_MAX_ROWS
+                            + ROWSYNC_WS_BYTES_PER_SM * device_info(device_id).sm_count)
 
 
 _coop_fn = None

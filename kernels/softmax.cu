@@ -206,10 +206,18 @@ softmax_cluster(const T* __restrict__ x, U* __restrict__ y, i64 rows, i64 L, i64
 // (same order in every block: identical totals) and writes its slice. One
 // read of x, one write of y, one launch (the two-kernel split regime pays a
 // second launch and an L2 re-read).
-// Workspace `ws` (zeroed once, left zeroed by every launch): 2 * rows
-// counters (rowsync_counter_bytes), then rows * SPLITS partials (m, d).
+// Workspace `ws` (zeroed once; every launch leaves its counters at zero):
+// 2 x ROWSYNC_MAX_ROWS counters, then rows * SPLITS partials (m, d). The
+// counters' region does not depend on rows: the partials a launch leaves
+// behind must never lie where a later launch with more rows keeps a counter
+// (with a region of 8 * rows bytes rounded to 256, a launch of 1 row left
+// partials at byte 256, where a later 33-row launch counted row 32, whose
+// blocks then passed the barrier on that stale count and read partials not
+// yet written). The dispatcher sends at most ROWSYNC_MAX_ROWS rows
+// (_dispatch.ROWSYNC_MAX_ROWS, the same value).
 // ---------------------------------------------------------------------------
-CSM_DEVICE i64 rowsync_counter_bytes(i64 rows) { return (8 * rows + 255) / 256 * 256; }
+#define ROWSYNC_MAX_ROWS 1024
+constexpr i64 ROWSYNC_COUNTER_BYTES = 8 * ROWSYNC_MAX_ROWS;
 
 template <typename T, typename U, bool LOG, int PACK, int NP, int THREADS>
 __global__ void __launch_bounds__(THREADS)
@@ -221,7 +229,7 @@ softmax_rowsync(const T* __restrict__ x, U* __restrict__ y, i64 rows, i64 L, i64
   const i64 r = blockIdx.y;
   const unsigned sp = blockIdx.x, n = gridDim.x;
   unsigned* cnt = reinterpret_cast<unsigned*>(ws) + 2 * r;
-  C* part = reinterpret_cast<C*>(ws + rowsync_counter_bytes(rows)) + 2 * (r * n);
+  C* part = reinterpret_cast<C*>(ws + ROWSYNC_COUNTER_BYTES) + 2 * (r * n);
   const i64 base = (i64)sp * NP * THREADS;
   const T* row = x + r * sx;
   const int mis = row_misalignment<T, PACK>(row);

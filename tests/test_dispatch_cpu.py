@@ -225,6 +225,26 @@ def test_rowsync_plans_carry_a_split_fallback():
     assert seen > 20
 
 
+def test_rowsync_counter_region_is_fixed():
+    """softmax_rowsync's counters sit in a region of fixed size, the same in
+    the kernel and the launcher (softmax.cu's ROWSYNC_MAX_ROWS ==
+    _dispatch.ROWSYNC_MAX_ROWS), and no plan takes more rows than it holds:
+    a region sized by the launch's rows let partials of an earlier launch
+    lie under a later launch's counters."""
+    import re
+    from cusoftmax._loader import kernel_dir
+    with open(f"{kernel_dir()}/softmax.cu") as f:
+        src = f.read()
+    m = re.search(r"^#define ROWSYNC_MAX_ROWS (\d+)$", src, re.M)
+    assert m and int(m.group(1)) == _dispatch.ROWSYNC_MAX_ROWS
+    assert "ROWSYNC_COUNTER_BYTES) + 2 * (r * n)" in src  # the partials start after the whole region
+    for sms in (132, 4 * _dispatch.ROWSYNC_MAX_ROWS + 40):  # (a GPU with more SMs than the region's rows x 4)
+        dev = DeviceInfo(sms, 90)
+        for R in (1, sms // 4 - 1, sms // 4, _dispatch.ROWSYNC_MAX_ROWS, _dispatch.ROWSYNC_MAX_ROWS + 1):
+            p = _dispatch.plan_rows(R, 10 ** 5, "float32", "float32", False, dev)
+            assert p.regime != "rowsync" or R <= _dispatch.ROWSYNC_MAX_ROWS, (sms, R, p)
+
+
 def test_row_plans_have_a_grid_on_tiny_gpus():
     """A GPU with fewer SMs than a cluster (the tests' fake 2-SM device) still
     gets at least one cluster of blocks: a grid of 0 is an invalid launch

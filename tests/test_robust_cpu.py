@@ -469,7 +469,9 @@ def test_cols_sync_skew_rules():
                      ("bfloat16", 2000, 1001), ("float16", 1000, 5001)):
         p = _dispatch.plan_cols(1, L, I, dt, dt, False, h100, 1, True, True)
         assert not p.kernel.endswith(", false, true>"), (dt, L, I, p)
-    assert _dispatch._choose_cols_sync_skew(1, 8000, 1001, "float16", "float16", True, h100) is None
+    for dt in _dispatch.COLS_SYNC_SK_NO_LOG:  # (none now: float16 log_softmax's form fits since the rows-a-split args)
+        assert _dispatch._choose_cols_sync_skew(1, 8000, 1001, dt, dt, True, h100) is None
+    assert _dispatch._choose_cols_sync_skew(1, 8000, 1001, "float16", "float16", True, h100) is not None
     assert _dispatch._choose_cols_sync_skew(1, 8000, 1001, "float32", "bfloat16", False, h100) is None
     assert _dispatch._choose_cols_sync_skew(1, 8000, 1001, "float32", "float32", False, a100) is None
     assert _dispatch._choose_cols_sync_skew(1, 100, 1001, "float32", "float32", False, h100) is None  # < a block

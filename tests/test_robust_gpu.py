@@ -727,3 +727,35 @@ def test_rowsync_refused_cooperative_launch_runs_split(monkeypatch, log):
         y = fn(x, out=out)
         check_forward(y, xh, -1, log, ctx="rowsync refused -> split")
     assert len(calls) == 2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtypes", [("float64", "float16"), ("float32", "float32")])
+def test_rowsync_row_counts_in_turn(dtypes):
+    """softmax_rowsync keeps its row counters and its partials in one
+    per-stream workspace, zeroed once: launches of different row counts in
+    turn (1 row, the most rows it takes, and between) must each be right and
+    leave the counters at zero. With a counter region of 8 x rows bytes, a
+    1-row launch left partials at byte 256, where a later 33-row launch (H100:
+    132 SMs / 4) counted row 32, which then passed its barrier early (the
+    wrong normaliser for 4096 of that row's elements, seen once in the
+    suite's test_rows_at_thresholds)."""
+    import cupy
+    from cusoftmax import _launch
+
+    tin, tout = dtypes
+    dev = real_device_info()
+    most = dev.sm_count // _dispatch.ROWSYNC_MIN_BLOCKS
+    L = 28672
+    rng = np.random.default_rng(3)
+    counts = [1, most, 2, most, max(1, most // 2), 1, most]
+    for i, R in enumerate(counts):
+        xh = (rng.standard_normal((R, L)) * 2 + 1).astype(np_dtype(tin))
+        x = cupy.asarray(xh)
+        assert plan_of(x, -1, dtype=tout) == "rowsync", (R, L)
+        y = cusoftmax.softmax(x, dtype=tout)
+        check_forward(y, xh, -1, False, out_dtype=tout, ctx=f"rowsync call {i}: {R} rows after {counts[:i]}")
+    cupy.cuda.get_current_stream().synchronize()
+    ws = _launch._sync_ws[("rowsync", x.data.device_id, cupy.cuda.get_current_stream().ptr)]
+    counters = ws[:8 * _dispatch.ROWSYNC_MAX_ROWS]
+    assert int(cupy.count_nonzero(counters)) == 0, "rowsync left a row counter non-zero"
