@@ -423,13 +423,15 @@ COLS_NARROW_CLUSTERS = (1, 2, 3, 4, 6, 8)
 #: scalars at NR 32 fit 80 registers without spilling (float32 spills 4-12
 #: bytes, 8-byte bfloat16 packs 124-156), so 3 blocks an SM: 45 clusters of
 #: 8 resident, not 30, and (2000, 1001)'s 32 run in one wave. float16 fits
-#: since its conversion takes the half from a 32-bit register and its NR 32
-#: form reduces in two sweeps (common.cuh to_compute, softmax.cu
+#: since its NR 32 form converts with the half taken from a 32-bit register
+#: and reduces in two sweeps (common.cuh to_compute_w, softmax.cu
 #: cols_cl_max_first; before: 8-12 bytes spilled).
 #: H100 A/B (kernels/narrow_clusters.txt, run 2), softmax against the same
 #: data contiguous: bfloat16 (2000, 1001) 1.69-1.71x -> 1.42-1.44x, (2000,
 #: 1002) 1.83x -> 1.51-1.54x, (1500, 1501) 1.74-1.75x -> 1.42-1.43x, (1000,
-#: 3001) 1.59-1.61x -> 1.53-1.56x, none slower; log_softmax alike.
+#: 3001) 1.59-1.61x -> 1.53-1.56x, none slower; log_softmax alike. float16
+#: (kernels/f16_wide.txt): (2000, 1001) 1.70-1.74x -> 1.45-1.51x, (1500, 1501)
+#: 1.77-1.81x -> 1.39-1.42x, (1000, 3002) 1.71-1.75x -> 1.59-1.64x.
 COLS_NARROW_MINB = {("bfloat16", 1, 32): 3, ("float16", 1, 32): 3}
 #: Bytes of a row a narrow-pack cluster tile spans (at most 32 packs). 32
 #: (16-lane 16-bit tiles: more tiles in smaller clusters) did not help the

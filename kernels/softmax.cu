@@ -1758,7 +1758,7 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
           Pack<U, VEC> r;  // (16-bit output converted two at a time)
           convert_pack<U, C, VEC>(f, r);
 #if COLS_CL_STOP == 3  // (everything but the stores)
-          if (to_compute_as<CW, C>(r.v[0]) == C(-7))
+          if (to_compute<C>(r.v[0]) == C(-7))
 #endif
           if (!SK || wr[j] == (1u << VEC) - 1u) {
             store_pack_cols<U, VEC>(y + yo[j] + (i64)u * NY * syl, r);
