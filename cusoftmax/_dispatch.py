@@ -463,6 +463,19 @@ COLS_NARROW_SYNC_MAX_ROUNDS = 2
 COLS_FOLD_MIN_BYTES = 6 << 20
 COLS_FOLD_NR = (16, 4)
 COLS_FOLD_MAX_MERGE_LOADS = 4
+#: Any dense array (smaller ones, and unit-stride lengths of 4- or 8-byte
+#: packs) takes the fold where its plan would otherwise be the sync kernel
+#: (narrow scalar packs or skewed 16-byte packs) in at least this many
+#: rounds and the fold holds the slab in one (_fold_over_rounds; 0: never).
+#: H100 (tools/layout_table.py with and without, kernels/fold_rounds.txt),
+#: against the same data contiguous: every one of 41 such shapes faster,
+#: e.g. 16-bit (3000, 1001) 1.86-2.18x -> 1.40-1.54x, (2600, 1002)
+#: 1.90-2.20x -> 1.42-1.55x, (8000, 940) 1.88-1.90x -> 1.42-1.43x, (8192,
+#: 257) 2.27-2.62x -> 1.69-1.88x; float32 (4000, 718) 1.80x -> 1.47x,
+#: (1000, 3826) 1.55x -> 1.43x. Against one-round plans the fold loses
+#: (bfloat16 (16384, 127) 1.45x against 1.77x, (2000, 3002) 1.50x against
+#: 1.64x), so the test is the rounds, not the size or the pack.
+COLS_FOLD_NARROW_ROUNDS = 2
 #: Folded split stream (_plan_cols_split_fold): where a narrow-pack array on
 #: dense slabs with aligned pointers would stream split with narrow packs
 #: (the folded sync kernel cannot hold a slab at once, no cluster or sync
@@ -1372,6 +1385,21 @@ def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional
     return None
 
 
+def _fold_over_rounds(p, O, L, I, in_dtype, out_dtype, log, dev, vec, dense) -> LaunchPlan:
+    """``p`` (a narrow-pack or skewed-pack plan), or the folded sync kernel
+    in its place where ``p`` is a sync plan in at least
+    COLS_FOLD_NARROW_ROUNDS rounds, the slabs are dense and the fold runs in
+    fewer rounds (one, for one slab), whatever the array's size and pack
+    width."""
+    def rounds(q):
+        return _cdiv(q.extra[2] * q.extra[1], q.grid[0])
+
+    if not dense or not p.sync or p.fold != 1 or not COLS_FOLD_NARROW_ROUNDS or rounds(p) < COLS_FOLD_NARROW_ROUNDS:
+        return p
+    fp = _plan_cols_fold(O, L, I, in_dtype, out_dtype, log, dev, vec)
+    return fp if fp is not None and rounds(fp) < rounds(p) else p
+
+
 def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
               dev: DeviceInfo, vec: int = 1, dense: bool = False, skew: bool = False) -> LaunchPlan:
     """Plan for the (O, L, I) layout, reduction along L, unit-stride I.
@@ -1395,7 +1423,8 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     stride L x I, or one slab) and both pointers 16-byte aligned, so an I
     that is not a multiple of the pack may take the folded sync kernel
     (``_plan_cols_fold``: scalar narrow packs, arrays of at least
-    COLS_FOLD_MIN_BYTES), and where the narrow-pack plans would stream
+    COLS_FOLD_MIN_BYTES; any array whose narrow-pack or skewed sync plan
+    would take COLS_FOLD_NARROW_ROUNDS rounds), and where the narrow-pack plans would stream
     split, the folded split stream (``_plan_cols_split_fold``). ``skew``:
     x's and y's rows (and slabs) are off the 16-byte grid alike (same offset
     modulo the pack), so narrow-pack arrays may take skewed packs
@@ -1424,14 +1453,16 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
         if vec * isz < VECTOR_BYTES and dev.cc >= 90 and in_dtype == out_dtype and in_dtype in COLS_CL_DTYPES:
             ssk = _choose_cols_sync_skew(O, L, I, in_dtype, out_dtype, log, dev) if skew else None
             if ssk is not None and L >= COLS_SYNC_SK_MIN_LI[isz][0] and I >= COLS_SYNC_SK_MIN_LI[isz][1]:
-                return ssk
+                return _fold_over_rounds(ssk, O, L, I, in_dtype, out_dtype, log, dev, vec, dense)
             sk = _choose_cols_skew(O, L, I, in_dtype, out_dtype, log, dev) if skew else None
             if sk is not None:
                 return sk
             nw = _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec)
             if nw is None and ssk is not None:  # (rather than a split stream)
-                return ssk
-            if nw is None and dense:
+                nw = ssk
+            if nw is not None:
+                return _fold_over_rounds(nw, O, L, I, in_dtype, out_dtype, log, dev, vec, dense)
+            if dense:
                 nw = _plan_cols_split_fold(O, L, I, in_dtype, out_dtype, log, dev)
             return nw if nw is not None else _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec)
         cl = _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec)

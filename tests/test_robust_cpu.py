@@ -363,6 +363,43 @@ def test_cols_fold_rules():
     assert "softmax_cols_sync<float, float, false, 4, 256, 16, 2, true, true>" in names
 
 
+def test_cols_fold_over_rounds_rules(monkeypatch):
+    """_fold_over_rounds: where the narrow-pack sync plan or the skewed sync
+    plan would take COLS_FOLD_NARROW_ROUNDS rounds or more, plan_cols takes
+    the folded sync kernel in one round instead, on dense slabs only,
+    whatever the array's size (below COLS_FOLD_MIN_BYTES too) and the
+    unit-stride length's pack (scalars, 4- and 8-byte packs); one-round sync
+    plans and cluster plans stay; COLS_FOLD_NARROW_ROUNDS = 0 turns it off.
+    Every kernel it picks is in the compile-check enumeration."""
+    h100 = _dispatch.DeviceInfo(132, 90, 232448)
+    names = {k for _, k in _dispatch.all_forward_kernels(h100)}
+
+    def rounds(p):
+        return -(-p.extra[2] * p.extra[1] // p.grid[0])
+
+    # (dtype, L, I, vec): narrow scalar sync (vec 1, 2, 4) and skewed sync (vec 2, 4) in two rounds
+    moved = [("bfloat16", 3000, 1001, 1), ("float16", 2400, 1001, 1), ("bfloat16", 2600, 1002, 2),
+             ("float16", 5000, 700, 4), ("float32", 4000, 718, 2), ("bfloat16", 8000, 1002, 2),
+             ("float16", 8000, 940, 4), ("float32", 1000, 4002, 2)]
+    for dt, L, I, vec in moved:
+        isz = 4 if dt == "float32" else 2
+        for log in (False, True):
+            p = _dispatch.plan_cols(1, L, I, dt, dt, log, h100, vec, True, True)
+            assert p.sync and p.fold == _dispatch.fold_factor(I, dt, dt) > 1 and rounds(p) == 1, (dt, L, I, p)
+            assert p.kernel.endswith("true, true>") and p.kernel in names, p
+            with monkeypatch.context() as m:
+                m.setattr(_dispatch, "COLS_FOLD_NARROW_ROUNDS", 0)
+                q = _dispatch.plan_cols(1, L, I, dt, dt, log, h100, vec, True, True)
+            assert q.sync and q.fold == 1 and rounds(q) >= 2, (dt, L, I, q)
+            assert L * I * isz < _dispatch.COLS_FOLD_MIN_BYTES or vec > 1, (dt, L, I)  # (not the size rule)
+            assert _dispatch.plan_cols(1, L, I, dt, dt, log, h100, vec, False, True).fold == 1  # not dense
+    # one-round sync plans (skewed, narrow) and cluster plans stay
+    for dt, L, I, vec in [("bfloat16", 6000, 1002, 2), ("bfloat16", 2000, 3002, 2), ("float16", 16384, 127, 1),
+                          ("bfloat16", 2000, 1001, 1), ("float32", 1000, 1001, 1)]:
+        p = _dispatch.plan_cols(1, L, I, dt, dt, False, h100, vec, True, True)
+        assert p.fold == 1 and (not p.sync or rounds(p) == 1), (dt, L, I, p)
+
+
 def test_op_label_reads_the_log_flag_not_later_flags():
     """Error messages name the operation from the kernel's first boolean
     template argument (LOG): later flags (softmax_cols_sync's PF,

@@ -1221,6 +1221,41 @@ def test_cols_fold(dtype, out_dtype, log):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_fold_over_rounds(dtype, log):
+    """The folded sync kernel where a narrow-pack or skewed sync plan would
+    take two rounds (_fold_over_rounds): arrays under COLS_FOLD_MIN_BYTES and
+    unit-stride lengths of 4- and 8-byte packs, special columns, through the
+    public call on the dense array (the dispatcher's plan, checked to be
+    the fold on sm_90 with at least 132 SMs) and on a column slice of a wider
+    array (not dense: the old plan), both against the float64 reference."""
+    import cupy as cp
+    from cusoftmax import _api
+
+    dev = real_device_info()
+    isz = np.dtype(np_dtype(dtype)).itemsize
+    shapes = [(1, 4000, 718), (1, 1000, 4002)] if isz == 4 else [(1, 3000, 1001), (1, 2600, 1002), (1, 5000, 700)]
+    fn = cusoftmax.log_softmax if log else cusoftmax.softmax
+    rng = np.random.default_rng(29)
+    folded = 0
+    for O, L, I in shapes:
+        xh = _cols_special_input(rng, (O, L, I), dtype)
+        x = cp.asarray(xh)
+        p = _api._prepare(x, 1, None, "auto", log, None).launch.plan  # the call's plan
+        folded += p.fold > 1
+        y = fn(x, axis=1)
+        check_forward(y, xh, axis=1, log=log, out_dtype=dtype, ctx=f"api {(O, L, I)} {p.kernel} fold {p.fold}")
+        xw = cp.empty((O, L, I + 1), dtype=x.dtype)
+        xw[:, :, :I] = x
+        y = fn(xw[:, :, :I], axis=1)
+        check_forward(y, xh, axis=1, log=log, out_dtype=dtype, ctx=f"api sliced {(O, L, I)}")
+        del x, xw, y
+    if dev.cc >= 90 and dev.sm_count >= 132:
+        assert folded == len(shapes), folded
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype,out_dtype", [("float32", None), ("bfloat16", None), ("float16", None),
                                              ("float32", "bfloat16"), ("float64", None)])
 @pytest.mark.parametrize("log", [False, True])
