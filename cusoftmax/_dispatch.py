@@ -377,6 +377,28 @@ COLS_CL_W_MAX = 64  # widest tile in elements (softmax.cu's COLS_CL_W_MAX)
 #: (2000, 1000) 1.51x against 1.49x), 16-bit (1024, 8192) in clusters of 4
 #: (16 MiB: 1.26-1.43x against 1.17-1.20x sync).
 COLS_CL_HALF_NR = 16
+#: Small arrays on few blocks (_cols_cl_small): the plans above give an
+#: array of a few MB with short unit-stride rows a handful of blocks (16-bit
+#: (4000, 64): one cluster of 8; (8000, 64): a sync plan of 16), since a
+#: tile is 128 bytes wide and a thread holds up to 16 packs. Where the
+#: chosen cluster or sync plan has at most SMs / COLS_CL_SMALL_DIV[itemsize]
+#: blocks (arrays of at most COLS_CL_SMALL_MAX_BYTES), the cluster kernel
+#: runs on 32-byte tiles (else 64) at the smallest NR of COLS_CL_SMALL_NR
+#: whose axis fills a cluster of 8, where that gives more blocks. H100
+#: (tools/layout_table.py with and without, COLS_CL_SMALL=False;
+#: kernels/cl_small.txt), against the same data contiguous: 16-bit (4000,
+#: 64) 1.86-2.11x -> 1.28-1.49x, (4000, 256) 1.76-1.95x -> 1.42-1.47x,
+#: (8000, 64) 1.93-1.96x -> 1.35-1.48x, (3000, 128) 1.92-1.99x -> 1.34-1.45x;
+#: float32 (4000, 64) 1.65-1.67x -> 1.35-1.40x, (6000, 32) 1.55-1.56x -> 1.23x. Not
+#: taken: float32 plans of 33-128 blocks ((2000, 512) 1.21-1.24x against
+#: 1.36-1.39x), 16-bit ones of 128 ((2048, 1024) float16 1.44-1.47x against
+#: 1.49-1.52x), NR 16 (16-bit (12000, 64) log_softmax 1.54-1.65x against
+#: 1.66-1.72x). COLS_CL_SMALL = False turns it off.
+COLS_CL_SMALL = True
+COLS_CL_SMALL_MAX_BYTES = 4 << 20
+COLS_CL_SMALL_SEGMENTS = (32, 64)
+COLS_CL_SMALL_DIV = {2: 2, 4: 4}
+COLS_CL_SMALL_NR = (4, 8)
 COLS_CL_HALF_MAX_CLUSTER = {4: 8, 2: 4}
 COLS_CL_HALF_LOG_MAX_CLUSTER = 4
 COLS_CL_HALF_16_C4_MAX_BYTES = 8 << 20
@@ -1385,6 +1407,26 @@ def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional
     return None
 
 
+def _cols_cl_small(p, O, L, I, in_dtype, out_dtype, log, dev, vec) -> LaunchPlan:
+    """``p`` (the cluster or sync plan of a 16-byte-pack axis), or, for
+    arrays of at most COLS_CL_SMALL_MAX_BYTES whose ``p`` has at most SMs /
+    COLS_CL_SMALL_DIV[itemsize] blocks, the cluster plan on the narrowest tiles of
+    COLS_CL_SMALL_SEGMENTS whose axis fills a cluster of 8 at an NR of
+    COLS_CL_SMALL_NR, where that has more blocks than ``p``."""
+    blocks = p.grid[0] * (p.grid[1] if len(p.grid) > 1 else 1)
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    div = COLS_CL_SMALL_DIV.get(isz)
+    if (not COLS_CL_SMALL or div is None or in_dtype != out_dtype or O * L * I * isz > COLS_CL_SMALL_MAX_BYTES
+            or blocks > dev.sm_count // div):
+        return p
+    for seg in COLS_CL_SMALL_SEGMENTS:
+        for nr in COLS_CL_SMALL_NR:
+            q = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=nr, segment=seg)
+            if q is not None and q.extra[1] == 8:
+                return q if q.grid[0] * q.grid[1] > blocks else p
+    return p
+
+
 def _fold_over_rounds(p, O, L, I, in_dtype, out_dtype, log, dev, vec, dense) -> LaunchPlan:
     """``p`` (a narrow-pack or skewed-pack plan), or the folded sync kernel
     in its place where ``p`` is a sync plan in at least
@@ -1467,7 +1509,7 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
             return nw if nw is not None else _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec)
         cl = _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec)
         if cl is not None:
-            return cl
+            return _cols_cl_small(cl, O, L, I, in_dtype, out_dtype, log, dev, vec)
         sy = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec)
         if sy is not None:
             tx_, splits, tiles_, nr_ = sy.extra
@@ -1477,7 +1519,7 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
                     wide = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, segment=seg)
                     if wide is not None and wide.extra[1] <= COLS_SYNC_SEGMENT_MAX_SPLITS:
                         return wide
-                return sy
+                return _cols_cl_small(sy, O, L, I, in_dtype, out_dtype, log, dev, vec)
         st = None
         if (in_dtype, out_dtype) in COLS_STAGED_PAIRS:
             st = _plan_cols_staged(O, L, I, T, U, LG, isz, osz, wide_c, dev, vec)

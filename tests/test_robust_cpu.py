@@ -400,6 +400,44 @@ def test_cols_fold_over_rounds_rules(monkeypatch):
         assert p.fold == 1 and (not p.sync or rounds(p) == 1), (dt, L, I, p)
 
 
+def test_cols_cl_small_rules(monkeypatch):
+    """_cols_cl_small: an array of at most COLS_CL_SMALL_MAX_BYTES whose
+    cluster or sync plan has at most SMs / COLS_CL_SMALL_DIV[itemsize]
+    blocks takes the cluster kernel on 32-byte tiles (else 64) in clusters
+    of 8 at an NR of COLS_CL_SMALL_NR, where that has more blocks; larger
+    grids, larger arrays, mixed dtypes and NR 16 axes keep their plans;
+    COLS_CL_SMALL = False turns it off; every kernel it picks is listed by
+    the compile check."""
+    h100 = _dispatch.DeviceInfo(132, 90, 232448)
+    names = {k for _, k in _dispatch.all_forward_kernels(h100)}
+
+    def blocks(p):
+        return p.grid[0] * (p.grid[1] if len(p.grid) > 1 else 1)
+
+    # (dtype, O, L, I, the tile's bytes)
+    for dt, O, L, I, seg in [("bfloat16", 1, 4000, 64, 32), ("float16", 1, 8000, 64, 32), ("bfloat16", 1, 2000, 200, 64),
+                             ("float32", 1, 4000, 64, 32), ("float32", 1, 6000, 32, 32), ("float16", 4, 2000, 64, 64)]:
+        isz = 4 if dt == "float32" else 2
+        for log in (False, True):
+            p = _dispatch.plan_cols(O, L, I, dt, dt, log, h100, 16 // isz, True, True)
+            with monkeypatch.context() as m:
+                m.setattr(_dispatch, "COLS_CL_SMALL", False)
+                q = _dispatch.plan_cols(O, L, I, dt, dt, log, h100, 16 // isz, True, True)
+            assert p.kernel.startswith("softmax_cols_cl<") and p.extra[1] == 8, (dt, L, I, p)
+            assert p.extra[0] * 16 == seg and p.extra[3] in _dispatch.COLS_CL_SMALL_NR, (dt, L, I, p)
+            assert blocks(q) <= h100.sm_count // _dispatch.COLS_CL_SMALL_DIV[isz] and blocks(q) < blocks(p), (p, q)
+            assert p.kernel in names, p
+    # kept: grids over the bound, arrays over the size bound, another output dtype, axes needing NR 16
+    for dt, odt, L, I in [("float32", "float32", 2000, 512), ("float16", "float16", 2048, 1024),
+                          ("bfloat16", "bfloat16", 8192, 512), ("float32", "bfloat16", 4000, 64),
+                          ("bfloat16", "bfloat16", 12000, 64)]:
+        p = _dispatch.plan_cols(1, L, I, dt, odt, False, h100, 4, True, True)
+        with monkeypatch.context() as m:
+            m.setattr(_dispatch, "COLS_CL_SMALL", False)
+            q = _dispatch.plan_cols(1, L, I, dt, odt, False, h100, 4, True, True)
+        assert p == q, (dt, odt, L, I, p, q)
+
+
 def test_op_label_reads_the_log_flag_not_later_flags():
     """Error messages name the operation from the kernel's first boolean
     template argument (LOG): later flags (softmax_cols_sync's PF,

@@ -1256,6 +1256,35 @@ def test_cols_fold_over_rounds(dtype, log):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_cl_small(dtype, log):
+    """Small arrays whose cluster / sync plan has few blocks take the cluster
+    kernel on narrow tiles in clusters of 8 (_cols_cl_small): the public
+    call against the float64 reference on arrays it applies to (one slab
+    and several; special columns), the plan checked to be that form on
+    sm_90 with at least 132 SMs, and the same values with the rule off."""
+    import cupy as cp
+    from cusoftmax import _api
+
+    dev = real_device_info()
+    shapes = [(1, 4000, 64), (1, 8000, 64), (1, 2000, 200), (4, 2000, 64), (1, 6000, 32)]
+    fn = cusoftmax.log_softmax if log else cusoftmax.softmax
+    rng = np.random.default_rng(31)
+    small = 0
+    for O, L, I in shapes:
+        xh = _cols_special_input(rng, (O, L, I), dtype)
+        x = cp.asarray(xh)
+        p = _api._prepare(x, 1, None, "auto", log, None).launch.plan
+        small += p.kernel.startswith("softmax_cols_cl<") and p.extra[1] == 8 and p.extra[0] <= 4
+        y = fn(x, axis=1)
+        check_forward(y, xh, axis=1, log=log, out_dtype=dtype, ctx=f"api {(O, L, I)} {p.kernel} {p.grid}")
+        del x, y
+    if dev.cc >= 90 and dev.sm_count >= 132:
+        assert small == len(shapes), small
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype,out_dtype", [("float32", None), ("bfloat16", None), ("float16", None),
                                              ("float32", "bfloat16"), ("float64", None)])
 @pytest.mark.parametrize("log", [False, True])
