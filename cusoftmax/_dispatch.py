@@ -399,6 +399,26 @@ COLS_CL_SMALL_MAX_BYTES = 4 << 20
 COLS_CL_SMALL_SEGMENTS = (32, 64)
 COLS_CL_SMALL_DIV = {2: 2, 4: 4}
 COLS_CL_SMALL_NR = (4, 8)
+#: The same for the narrow-pack cluster plan with 8-byte 16-bit packs
+#: (_choose_cols_narrow) where it has at most SMs / COLS_CL_SMALL_NARROW_DIV
+#: blocks, at NR COLS_CL_SMALL_NARROW_NR, in the smallest cluster of
+#: COLS_NARROW_CLUSTERS that holds the axis where that is 6 or 8 (measured
+#: in clusters of 8; kernels/cl_small.txt, runs 3 and 5):
+#: (4000, 100) bfloat16 1.87-1.90x -> 1.36-1.40x, float16 2.28-2.34x ->
+#: 1.48-1.54x; (3000, 300) float16 1.92-1.96x -> 1.64x; at 40-64 blocks
+#: it lost ((4000, 500) bfloat16 1.63x -> 1.83x). And a sync plan of 16-byte
+#: packs with as few blocks where no such cluster plan applies (the axis too
+#: long for a cluster of 8 at NR 8) runs at NR 4 on COLS_SYNC_SMALL_SEGMENT-
+#: byte tiles when that gives more blocks in one round, at most
+#: COLS_SYNC_BALANCE_MAX_SPLITS blocks a tile (_cols_sync_small):
+#: 16-bit (16000, 32) 1.69-1.90x -> 1.37-1.51x, (12000, 48) 1.86-1.97x ->
+#: 1.44-1.59x; float32 (12000, 16) 1.48x -> 1.29x; one loss, bfloat16
+#: (16000, 128) log_softmax 1.61-1.63x -> 1.68-1.71x.
+COLS_CL_SMALL_NARROW = True
+COLS_CL_SMALL_NARROW_NR = (8, 16)
+COLS_CL_SMALL_NARROW_DIV = 4
+COLS_SYNC_SMALL = True
+COLS_SYNC_SMALL_SEGMENT = 64
 COLS_CL_HALF_MAX_CLUSTER = {4: 8, 2: 4}
 COLS_CL_HALF_LOG_MAX_CLUSTER = 4
 COLS_CL_HALF_16_C4_MAX_BYTES = 8 << 20
@@ -1397,9 +1417,13 @@ def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional
         if best is None or blocks > best[0]:  # else the one with the most
             best = (blocks, v, nr)
     if best is not None:  # those packs and NR in the smallest cluster of COLS_NARROW_CLUSTERS
-        return _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=best[2], v=best[1],
-                             segment=COLS_NARROW_SEGMENT, clusters=COLS_NARROW_CLUSTERS,
-                             minb=COLS_NARROW_MINB.get((in_dtype, best[1], best[2])))
+        p = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=best[2], v=best[1],
+                          segment=COLS_NARROW_SEGMENT, clusters=COLS_NARROW_CLUSTERS,
+                          minb=COLS_NARROW_MINB.get((in_dtype, best[1], best[2])))
+        if not COLS_CL_SMALL_NARROW or best[1] == 1:
+            return p
+        return _cols_cl_small(p, O, L, I, in_dtype, out_dtype, log, dev, vec, v=best[1], nrs=COLS_CL_SMALL_NARROW_NR,
+                              div=COLS_CL_SMALL_NARROW_DIV, clusters=COLS_NARROW_CLUSTERS)
     sy = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=COLS_NARROW_SYNC_NR, v=1)
     if (sy is not None and sy.extra[1] <= COLS_SYNC_MAX_SPLITS and L >= COLS_SYNC_THREADS // sy.extra[0] * sy.extra[3]
             and _cdiv(sy.extra[2] * sy.extra[1], sy.grid[0]) <= COLS_NARROW_SYNC_MAX_ROUNDS):
@@ -1407,24 +1431,48 @@ def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional
     return None
 
 
-def _cols_cl_small(p, O, L, I, in_dtype, out_dtype, log, dev, vec) -> LaunchPlan:
+def _cols_cl_small(p, O, L, I, in_dtype, out_dtype, log, dev, vec, v=None, nrs=None, div=None,
+                   clusters=COLS_CL_CLUSTERS) -> LaunchPlan:
     """``p`` (the cluster or sync plan of a 16-byte-pack axis), or, for
     arrays of at most COLS_CL_SMALL_MAX_BYTES whose ``p`` has at most SMs /
     COLS_CL_SMALL_DIV[itemsize] blocks, the cluster plan on the narrowest tiles of
-    COLS_CL_SMALL_SEGMENTS whose axis fills a cluster of 8 at an NR of
-    COLS_CL_SMALL_NR, where that has more blocks than ``p``."""
+    COLS_CL_SMALL_SEGMENTS whose axis needs a cluster of more than 4 blocks
+    (8; 6 or 8 of COLS_NARROW_CLUSTERS for the narrow-pack form: ``v``,
+    ``nrs``, ``div``, ``clusters``) at an NR of COLS_CL_SMALL_NR, where that
+    has more blocks than ``p``."""
     blocks = p.grid[0] * (p.grid[1] if len(p.grid) > 1 else 1)
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
-    div = COLS_CL_SMALL_DIV.get(isz)
+    div = div or COLS_CL_SMALL_DIV.get(isz)
     if (not COLS_CL_SMALL or div is None or in_dtype != out_dtype or O * L * I * isz > COLS_CL_SMALL_MAX_BYTES
             or blocks > dev.sm_count // div):
         return p
     for seg in COLS_CL_SMALL_SEGMENTS:
-        for nr in COLS_CL_SMALL_NR:
-            q = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=nr, segment=seg)
-            if q is not None and q.extra[1] == 8:
+        for nr in nrs or COLS_CL_SMALL_NR:
+            minb = COLS_NARROW_MINB.get((in_dtype, v, nr)) if v is not None else None
+            q = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=nr, segment=seg, v=v, minb=minb,
+                              clusters=clusters)
+            if q is not None and q.extra[1] > 4:  # (the smallest cluster holding the axis: 6 or 8)
                 return q if q.grid[0] * q.grid[1] > blocks else p
     return p
+
+
+def _cols_sync_small(p, O, L, I, in_dtype, out_dtype, log, dev, vec) -> LaunchPlan:
+    """``p`` (a sync plan of a 16-byte-pack axis), or, where it has at most
+    SMs / COLS_CL_SMALL_DIV[itemsize] blocks on an array of at most
+    COLS_CL_SMALL_MAX_BYTES, the sync plan at NR 4 on tiles of
+    COLS_SYNC_SMALL_SEGMENT bytes if that has more blocks, one round and at
+    most COLS_SYNC_BALANCE_MAX_SPLITS blocks a tile (more splits lost:
+    bfloat16 (65536, 64) at 256 splits 1.76x against 1.31x)."""
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    div = COLS_CL_SMALL_DIV.get(isz)
+    if (not COLS_SYNC_SMALL or div is None or O * L * I * isz > COLS_CL_SMALL_MAX_BYTES
+            or p.grid[0] > dev.sm_count // div):
+        return p
+    q = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=4, segment=COLS_SYNC_SMALL_SEGMENT)
+    if (q is None or q.grid[0] <= p.grid[0] or q.extra[1] > COLS_SYNC_BALANCE_MAX_SPLITS
+            or _cdiv(q.extra[2] * q.extra[1], q.grid[0]) > 1):
+        return p
+    return q
 
 
 def _fold_over_rounds(p, O, L, I, in_dtype, out_dtype, log, dev, vec, dense) -> LaunchPlan:
@@ -1519,7 +1567,8 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
                     wide = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, segment=seg)
                     if wide is not None and wide.extra[1] <= COLS_SYNC_SEGMENT_MAX_SPLITS:
                         return wide
-                return _cols_cl_small(sy, O, L, I, in_dtype, out_dtype, log, dev, vec)
+                sm = _cols_cl_small(sy, O, L, I, in_dtype, out_dtype, log, dev, vec)
+                return sm if sm is not sy else _cols_sync_small(sy, O, L, I, in_dtype, out_dtype, log, dev, vec)
         st = None
         if (in_dtype, out_dtype) in COLS_STAGED_PAIRS:
             st = _plan_cols_staged(O, L, I, T, U, LG, isz, osz, wide_c, dev, vec)

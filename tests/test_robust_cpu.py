@@ -422,20 +422,45 @@ def test_cols_cl_small_rules(monkeypatch):
             p = _dispatch.plan_cols(O, L, I, dt, dt, log, h100, 16 // isz, True, True)
             with monkeypatch.context() as m:
                 m.setattr(_dispatch, "COLS_CL_SMALL", False)
+                m.setattr(_dispatch, "COLS_SYNC_SMALL", False)
                 q = _dispatch.plan_cols(O, L, I, dt, dt, log, h100, 16 // isz, True, True)
             assert p.kernel.startswith("softmax_cols_cl<") and p.extra[1] == 8, (dt, L, I, p)
             assert p.extra[0] * 16 == seg and p.extra[3] in _dispatch.COLS_CL_SMALL_NR, (dt, L, I, p)
             assert blocks(q) <= h100.sm_count // _dispatch.COLS_CL_SMALL_DIV[isz] and blocks(q) < blocks(p), (p, q)
             assert p.kernel in names, p
-    # kept: grids over the bound, arrays over the size bound, another output dtype, axes needing NR 16
+    # kept: grids over the bound, arrays over the size bound, another output dtype
     for dt, odt, L, I in [("float32", "float32", 2000, 512), ("float16", "float16", 2048, 1024),
-                          ("bfloat16", "bfloat16", 8192, 512), ("float32", "bfloat16", 4000, 64),
-                          ("bfloat16", "bfloat16", 12000, 64)]:
-        p = _dispatch.plan_cols(1, L, I, dt, odt, False, h100, 4, True, True)
+                          ("bfloat16", "bfloat16", 8192, 512), ("float32", "bfloat16", 4000, 64)]:
+        vec = 16 // (2 if odt != "float32" or dt != "float32" else 4)
+        p = _dispatch.plan_cols(1, L, I, dt, odt, False, h100, vec, True, True)
         with monkeypatch.context() as m:
             m.setattr(_dispatch, "COLS_CL_SMALL", False)
-            q = _dispatch.plan_cols(1, L, I, dt, odt, False, h100, 4, True, True)
+            m.setattr(_dispatch, "COLS_SYNC_SMALL", False)
+            q = _dispatch.plan_cols(1, L, I, dt, odt, False, h100, vec, True, True)
         assert p == q, (dt, odt, L, I, p, q)
+    # 8-byte 16-bit packs: clusters of 6 or 8 on 32-byte tiles at NR 8 / 16 where the narrow plan has at most
+    # SMs / COLS_CL_SMALL_NARROW_DIV blocks ((4000, 500): 64 blocks, kept)
+    for dt, L, I, moved in [("bfloat16", 4000, 100, True), ("float16", 3000, 300, True), ("bfloat16", 4000, 500, False)]:
+        p = _dispatch.plan_cols(1, L, I, dt, dt, False, h100, 4, True, True)
+        with monkeypatch.context() as m:
+            m.setattr(_dispatch, "COLS_CL_SMALL_NARROW", False)
+            q = _dispatch.plan_cols(1, L, I, dt, dt, False, h100, 4, True, True)
+        assert (p != q) == moved, (dt, L, I, p, q)
+        if moved:
+            assert p.kernel.startswith("softmax_cols_cl<") and ", 4, 256, " in p.kernel and p.extra[1] in (6, 8), p
+            assert p.extra[0] * 8 == 32 and p.extra[3] in _dispatch.COLS_CL_SMALL_NARROW_NR and p.kernel in names, p
+            assert blocks(q) <= h100.sm_count // _dispatch.COLS_CL_SMALL_NARROW_DIV < blocks(p), (p, q)
+    # sync plans of few blocks with no cluster form: NR 4 on 64-byte tiles, one round
+    for dt, L, I in [("bfloat16", 16000, 64), ("float16", 12000, 96), ("float32", 12000, 16)]:
+        isz = 4 if dt == "float32" else 2
+        for log in (False, True):
+            p = _dispatch.plan_cols(1, L, I, dt, dt, log, h100, 16 // isz, True, True)
+            with monkeypatch.context() as m:
+                m.setattr(_dispatch, "COLS_SYNC_SMALL", False)
+                q = _dispatch.plan_cols(1, L, I, dt, dt, log, h100, 16 // isz, True, True)
+            assert p.sync and q.sync and p.extra[3] == 4 and p.extra[0] * 16 == _dispatch.COLS_SYNC_SMALL_SEGMENT, p
+            assert blocks(q) <= h100.sm_count // _dispatch.COLS_CL_SMALL_DIV[isz] < blocks(p), (p, q)
+            assert -(-p.extra[2] * p.extra[1] // p.grid[0]) == 1 and p.kernel in names, p
 
 
 def test_op_label_reads_the_log_flag_not_later_flags():

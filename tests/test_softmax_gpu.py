@@ -936,7 +936,8 @@ def test_cols_narrow(dtype, log):
     4): softmax_cols_cl with scalars and (16-bit) 8-byte packs at every NR of
     COLS_NARROW_NR whose cluster has at most 8 blocks (clusters of 1-8, in
     the sizes of COLS_CL_CLUSTERS and, at COLS_NARROW_MINB's blocks an SM, of
-    COLS_NARROW_CLUSTERS), softmax_cols_sync with scalars (no prefetch) over one round and several,
+    COLS_NARROW_CLUSTERS; 8-byte packs also on the small-array form's
+    narrower tiles), softmax_cols_sync with scalars (no prefetch) over one round and several,
     special columns, output poisoned first; then the public call, and the
     dispatcher's choice on those shapes is one of the narrow plans."""
     import cupy as cp
@@ -968,6 +969,15 @@ def test_cols_narrow(dtype, log):
                             and all(p.kernel != q.kernel or p.grid != q.grid for q in plans)):
                         plans.append(p)
                         seen.add(("cl", v == 1, p.extra[1]))
+            # the small-array form (_cols_cl_small): narrower tiles, 8-byte 16-bit packs
+            for seg in (_dispatch.COLS_CL_SMALL_SEGMENTS if v > 1 else ()):
+                for nr in _dispatch.COLS_CL_SMALL_NARROW_NR:
+                    p = _dispatch._plan_cols_cl(O, L, I, dtype, dtype, log, dev, vec, nr=nr, v=v, segment=seg,
+                                                clusters=_dispatch.COLS_NARROW_CLUSTERS,
+                                                minb=_dispatch.COLS_NARROW_MINB.get((dtype, v, nr)))
+                    if p is not None and all(p.kernel != q.kernel or p.grid != q.grid for q in plans):
+                        plans.append(p)
+                        seen.add(("cl small", p.extra[0], p.extra[1]))
         p = _dispatch._plan_cols_sync(O, L, I, dtype, dtype, log, dev, vec, nr=_dispatch.COLS_NARROW_SYNC_NR, v=1)
         if p is not None and L >= p.block[0] // p.extra[0] * p.extra[3]:
             assert p.kernel.endswith("false>") and p.smem == 0, p  # no cp.async prefetch
@@ -1259,29 +1269,44 @@ def test_cols_fold_over_rounds(dtype, log):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("log", [False, True])
 def test_cols_cl_small(dtype, log):
-    """Small arrays whose cluster / sync plan has few blocks take the cluster
-    kernel on narrow tiles in clusters of 8 (_cols_cl_small): the public
-    call against the float64 reference on arrays it applies to (one slab
-    and several; special columns), the plan checked to be that form on
-    sm_90 with at least 132 SMs, and the same values with the rule off."""
+    """Small arrays whose plan has few blocks (_cols_cl_small,
+    _cols_sync_small): the cluster kernel on narrow tiles in clusters of 8
+    (16-byte packs; 16-bit 8-byte packs too), or the sync kernel at NR 4 on
+    64-byte tiles, through the public call against the float64 reference
+    (one slab and several; special columns), each plan checked to be that
+    form on sm_90 with at least 132 SMs."""
     import cupy as cp
     from cusoftmax import _api
 
     dev = real_device_info()
-    shapes = [(1, 4000, 64), (1, 8000, 64), (1, 2000, 200), (4, 2000, 64), (1, 6000, 32)]
+
+    def cl8(p):  # a cluster of 8 blocks on tiles of at most 64 bytes
+        v = int(p.kernel.split(", ")[3])
+        return p.kernel.startswith("softmax_cols_cl<") and p.extra[1] == 8 and p.extra[0] * v * isz <= 64
+
+    def sync4(p):
+        return p.kernel.startswith("softmax_cols_sync<") and p.extra[3] == 4 and p.extra[0] * 16 == 64
+
+    isz = np.dtype(np_dtype(dtype)).itemsize
+    if dtype == "float32":  # (its bound: SMs / 4 blocks)
+        cases = [((1, 4000, 64), cl8), ((1, 8000, 64), cl8), ((1, 6000, 32), cl8), ((1, 3000, 32), cl8),
+                 ((1, 12000, 16), sync4)]
+    else:
+        cases = [((1, 4000, 64), cl8), ((1, 8000, 64), cl8), ((1, 2000, 200), cl8), ((4, 2000, 64), cl8),
+                 ((1, 6000, 32), cl8), ((1, 4000, 100), cl8), ((1, 16000, 64), sync4), ((1, 12000, 48), sync4)]
     fn = cusoftmax.log_softmax if log else cusoftmax.softmax
     rng = np.random.default_rng(31)
-    small = 0
-    for O, L, I in shapes:
+    formed = 0
+    for (O, L, I), form in cases:
         xh = _cols_special_input(rng, (O, L, I), dtype)
         x = cp.asarray(xh)
         p = _api._prepare(x, 1, None, "auto", log, None).launch.plan
-        small += p.kernel.startswith("softmax_cols_cl<") and p.extra[1] == 8 and p.extra[0] <= 4
+        formed += form(p)
         y = fn(x, axis=1)
-        check_forward(y, xh, axis=1, log=log, out_dtype=dtype, ctx=f"api {(O, L, I)} {p.kernel} {p.grid}")
+        check_forward(y, xh, axis=1, log=log, out_dtype=dtype, ctx=f"api {(O, L, I)} {p.kernel} {p.grid} {p.extra}")
         del x, y
     if dev.cc >= 90 and dev.sm_count >= 132:
-        assert small == len(shapes), small
+        assert formed == len(cases), formed
 
 
 @pytest.mark.gpu
