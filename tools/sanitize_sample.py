@@ -89,6 +89,16 @@ def main():
             one(op, (3, 600, 64), axis=1, label="cols-cl")
             one(op, (2, 2000, 40), axis=1, label="cols-cl")
             one(op, (1, 2048, 1024), axis=1, dtype="bfloat16", label="cols-cl")
+            # small arrays on few blocks (sm_90): clusters of 8 on 32- / 64-byte tiles, 8-byte 16-bit
+            # packs on 32-byte tiles in clusters of 6, the sync kernel at NR 4 on 64-byte tiles
+            one(op, (1, 4000, 64), axis=1, dtype="bfloat16", label="cols-small")
+            one(op, (4, 2000, 64), axis=1, dtype="float16", label="cols-small")
+            one(op, (1, 6000, 32), axis=1, label="cols-small")
+            one(op, (1, 3000, 100), axis=1, dtype="bfloat16", label="cols-small")
+            one(op, (1, 16000, 64), axis=1, dtype="float16", label="cols-small")
+            # the fold in place of a sync plan in two rounds (under 6 MiB; 4-byte packs)
+            one(op, (1, 3000, 1001), axis=1, dtype="bfloat16", label="cols-small")
+            one(op, (1, 2600, 1002), axis=1, dtype="float16", label="cols-small")
             # one-launch cols (16-byte packs): NR 16 in one round and over rounds (sm_90:
             # larger arrays; sm_80: all of the above too)
             one(op, (40, 400, 128), axis=1, label="cols-sync")
