@@ -377,6 +377,10 @@ COLS_CL_W_MAX = 64  # widest tile in elements (softmax.cu's COLS_CL_W_MAX)
 #: (2000, 1000) 1.51x against 1.49x), 16-bit (1024, 8192) in clusters of 4
 #: (16 MiB: 1.26-1.43x against 1.17-1.20x sync).
 COLS_CL_HALF_NR = 16
+COLS_CL_HALF_MAX_CLUSTER = {4: 8, 2: 4}
+COLS_CL_HALF_LOG_MAX_CLUSTER = 4
+COLS_CL_HALF_16_C4_MAX_BYTES = 8 << 20
+COLS_CL_HALF_MIN_BLOCKS = 0.75
 #: Small arrays on few blocks (_cols_cl_small): the plans above give an
 #: array of a few MB with short unit-stride rows a handful of blocks (16-bit
 #: (4000, 64): one cluster of 8; (8000, 64): a sync plan of 16), since a
@@ -393,7 +397,7 @@ COLS_CL_HALF_NR = 16
 #: taken: float32 plans of 33-128 blocks ((2000, 512) 1.21-1.24x against
 #: 1.36-1.39x), 16-bit ones of 128 ((2048, 1024) float16 1.44-1.47x against
 #: 1.49-1.52x), NR 16 (16-bit (12000, 64) log_softmax 1.54-1.65x against
-#: 1.66-1.72x). COLS_CL_SMALL = False turns it off.
+#: 1.66-1.72x). COLS_CL_SMALL = False turns it off (the narrow-pack form too).
 COLS_CL_SMALL = True
 COLS_CL_SMALL_MAX_BYTES = 4 << 20
 COLS_CL_SMALL_SEGMENTS = (32, 64)
@@ -419,10 +423,6 @@ COLS_CL_SMALL_NARROW_NR = (8, 16)
 COLS_CL_SMALL_NARROW_DIV = 4
 COLS_SYNC_SMALL = True
 COLS_SYNC_SMALL_SEGMENT = 64
-COLS_CL_HALF_MAX_CLUSTER = {4: 8, 2: 4}
-COLS_CL_HALF_LOG_MAX_CLUSTER = 4
-COLS_CL_HALF_16_C4_MAX_BYTES = 8 << 20
-COLS_CL_HALF_MIN_BLOCKS = 0.75
 #: Narrow packs: a unit-stride axis (or a stride, or a pointer) that is not a
 #: multiple of 16 bytes, e.g. (1000, 1001) or 16-bit (700, 1500), gives packs
 #: of 8, 4 or 2 bytes or scalars. Same-dtype float16 / bfloat16 / float32 on
@@ -1515,7 +1515,9 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     (``_plan_cols_fold``: scalar narrow packs, arrays of at least
     COLS_FOLD_MIN_BYTES; any array whose narrow-pack or skewed sync plan
     would take COLS_FOLD_NARROW_ROUNDS rounds), and where the narrow-pack plans would stream
-    split, the folded split stream (``_plan_cols_split_fold``). ``skew``:
+    split, the folded split stream (``_plan_cols_split_fold``). Small
+    arrays whose cluster or sync plan has few blocks take narrower tiles
+    (``_cols_cl_small``, ``_cols_sync_small``). ``skew``:
     x's and y's rows (and slabs) are off the 16-byte grid alike (same offset
     modulo the pack), so narrow-pack arrays may take skewed packs
     (``_choose_cols_skew``) or the sync kernel's skewed form
