@@ -1396,6 +1396,11 @@ def _choose_cols_sync_skew(O, L, I, in_dtype, out_dtype, log, dev) -> Optional[L
     return p
 
 
+def _sync_rounds(p: LaunchPlan) -> int:
+    """Rounds of a softmax_cols_sync plan: its tiles x splits items over its grid."""
+    return _cdiv(p.extra[2] * p.extra[1], p.grid[0])
+
+
 def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[LaunchPlan]:
     """The plan for packs narrower than 16 bytes (see COLS_NARROW_NR): a
     softmax_cols_cl plan (packs and NR chosen over COLS_CL_CLUSTERS, then the
@@ -1426,7 +1431,7 @@ def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional
                               div=COLS_CL_SMALL_NARROW_DIV, clusters=COLS_NARROW_CLUSTERS)
     sy = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=COLS_NARROW_SYNC_NR, v=1)
     if (sy is not None and sy.extra[1] <= COLS_SYNC_MAX_SPLITS and L >= COLS_SYNC_THREADS // sy.extra[0] * sy.extra[3]
-            and _cdiv(sy.extra[2] * sy.extra[1], sy.grid[0]) <= COLS_NARROW_SYNC_MAX_ROUNDS):
+            and _sync_rounds(sy) <= COLS_NARROW_SYNC_MAX_ROUNDS):
         return sy
     return None
 
@@ -1470,7 +1475,7 @@ def _cols_sync_small(p, O, L, I, in_dtype, out_dtype, log, dev, vec) -> LaunchPl
         return p
     q = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=4, segment=COLS_SYNC_SMALL_SEGMENT)
     if (q is None or q.grid[0] <= p.grid[0] or q.extra[1] > COLS_SYNC_BALANCE_MAX_SPLITS
-            or _cdiv(q.extra[2] * q.extra[1], q.grid[0]) > 1):
+            or _sync_rounds(q) > 1):
         return p
     return q
 
@@ -1481,13 +1486,11 @@ def _fold_over_rounds(p, O, L, I, in_dtype, out_dtype, log, dev, vec, dense) -> 
     COLS_FOLD_NARROW_ROUNDS rounds, the slabs are dense and the fold runs in
     fewer rounds (one, for one slab), whatever the array's size and pack
     width."""
-    def rounds(q):
-        return _cdiv(q.extra[2] * q.extra[1], q.grid[0])
-
-    if not dense or not p.sync or p.fold != 1 or not COLS_FOLD_NARROW_ROUNDS or rounds(p) < COLS_FOLD_NARROW_ROUNDS:
+    if (not dense or not p.sync or p.fold != 1 or not COLS_FOLD_NARROW_ROUNDS
+            or _sync_rounds(p) < COLS_FOLD_NARROW_ROUNDS):
         return p
     fp = _plan_cols_fold(O, L, I, in_dtype, out_dtype, log, dev, vec)
-    return fp if fp is not None and rounds(fp) < rounds(p) else p
+    return fp if fp is not None and _sync_rounds(fp) < _sync_rounds(p) else p
 
 
 def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
