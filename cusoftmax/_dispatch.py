@@ -2107,6 +2107,8 @@ def all_backward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
 #            last block ranks the segment maxima, re-reads the k best segments
 #            (from L2) and selects the top k among their elements that are not
 #            worse than the k-th best maximum. One read of x from DRAM.
+# seg, csm   read x evict-first in L2 (TOPK_EVICT_FIRST_MIN_BYTES ..
+#            TOPK_EVICT_FIRST_MAX_BYTES arrays).
 # split      few long rows (rows < TOPK_SPLIT_ROWS_PER_SM x SMs and
 #            L >= 2 x TOPK_SPLIT_MIN_ELEMS): each row over `splits` blocks, each
 #            writing its (m, d) and KP best candidates to a workspace;
@@ -2217,6 +2219,16 @@ TOPK_SEG_FIT_UNROLL = True
 #: next batch loaded before the current one is reduced; the halved unroll
 #: leaves room for the second batch's registers).
 TOPK_SEG_PIPE = True
+#: topk_seg and topk_csm read arrays of TOPK_EVICT_FIRST_MIN_BYTES ..
+#: TOPK_EVICT_FIRST_MAX_BYTES evict-first in L2 (their EF flag; kernels/
+#: common.cuh, load_pack_once): after a write that left the L2 dirty (the
+#: benchmark's memset flush) the read then writes back only part of it. H100,
+#: kernels/evict_first.txt: 64 x 128256 float32 k = 1 24.4 -> 22.7 us, k = 5
+#: 28.8 -> 26.9, 64 x 262144 k = 5 45.3 -> 42.6, bfloat16 64 x 128256 k = 50
+#: (csm) 22.7 -> 21.8; arrays of 8 MB and less lost 0.1-0.5 us (1 x 262144 k = 1
+#: 10.1 -> 10.6, 64 x 32768 k = 1 11.5 -> 11.8) and 2 GiB ones gained nothing.
+TOPK_EVICT_FIRST_MIN_BYTES = 12 << 20
+TOPK_EVICT_FIRST_MAX_BYTES = 256 << 20
 
 #: The row-on-chip few-rows regime (kernels/topk.cu, topk_csm): candidate
 #: lists up to this KP, TOPK_CSM_THREADS a block, clusters of these sizes
@@ -2365,6 +2377,12 @@ def topk_csm_shape(rows: int, L: int, k: int, in_dtype: str, dev: DeviceInfo) ->
     return None
 
 
+def topk_evict_first(rows: int, L: int, in_dtype: str) -> bool:
+    """Whether seg / csm read ``rows`` x ``L`` evict-first (their EF flag)."""
+    n = rows * L * numpy.dtype(_np_name(in_dtype)).itemsize
+    return TOPK_EVICT_FIRST_MIN_BYTES <= n <= TOPK_EVICT_FIRST_MAX_BYTES
+
+
 def topk_aux_grid(n: int, dev: DeviceInfo) -> tuple:
     """Grid of the grid-stride helper kernels (gather, sort keys) for n items."""
     return (max(1, min(_cdiv(n, TOPK_AUX_THREADS), TOPK_AUX_BLOCKS_PER_SM * dev.sm_count)),)
@@ -2399,7 +2417,8 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
         shape = topk_csm_shape(rows, L, k, in_dtype, dev)
         if shape is not None:
             cs, ppb = shape
-            return TopKPlan("csm", f"topk_csm<{T}, {cs}>", (cs, rows), (TOPK_CSM_THREADS,),
+            ef = ", true" if topk_evict_first(rows, L, in_dtype) else ""
+            return TopKPlan("csm", f"topk_csm<{T}, {cs}{ef}>", (cs, rows), (TOPK_CSM_THREADS,),
                             ppb * VECTOR_BYTES, kp, 0, False, 1, ppb, compute_dtype=cdt, cand_bytes=cb)
 
     few = mode != "safe" and rows < TOPK_SPLIT_ROWS_PER_SM * sms
@@ -2421,7 +2440,9 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
             unroll = sunroll
             while TOPK_SEG_FIT_UNROLL and unroll > 1 and sp <= 16 * unroll:
                 unroll //= 2
-            pipe = ", true" if TOPK_SEG_PIPE and unroll < sunroll else ""
+            pipe = TOPK_SEG_PIPE and unroll < sunroll
+            ef = topk_evict_first(rows, L, in_dtype)
+            flags = f", {str(pipe).lower()}, true" if ef else (", true" if pipe else "")
             # blocks per row: a segment per warp, but no more than
             # TOPK_SEG_BLOCKS_PER_SM x SMs blocks in all (warps then loop)
             nblk = max(1, min(_cdiv(nseg, threads // 32), _cdiv(TOPK_SEG_BLOCKS_PER_SM * sms, rows)))
@@ -2431,7 +2452,7 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
             grid = (_cdiv(nseg, spb), rows)
             extra = dict(gather_kernel=gather, softmax_algorithm="safe") if mode == "select" else {}
             return TopKPlan("seg" if mode == "online" else "unfused",
-                            f"topk_seg<{T}, {C}, {_TOPK_MODE[mode]}, {unroll}{pipe}>", grid, (threads,),
+                            f"topk_seg<{T}, {C}, {_TOPK_MODE[mode]}, {unroll}{flags}>", grid, (threads,),
                             0, kp, 0, False, grid[0], 0, sp, spb, cdt, cb, **extra)
 
     # split: few long rows over several blocks (not the paper's safe form)
@@ -2497,4 +2518,21 @@ def all_topk_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                     p = plan_topk(rows, L, 64, ti, to, dev, "auto")
                     for name in p.kernels():
                         found[(p.source, name)] = None
+    # seg and csm in both load forms (EF: the array's size alone decides it)
+    for src, name in list(found):
+        for other in _topk_load_forms(name):
+            found[(src, other)] = None
     return list(found)
+
+
+def _topk_load_forms(name: str) -> tuple:
+    """Both load forms (EF off / on) of a topk_seg or topk_csm name; () else."""
+    kind, args = name[:-1].split("<", 1)
+    a = args.split(", ")
+    if kind == "topk_seg":
+        base = a[:5] if len(a) == 6 else a + ["false"] * (5 - len(a))
+        return (f"topk_seg<{', '.join(base[:4] + (['true'] if base[4] == 'true' else []))}>",
+                f"topk_seg<{', '.join(base + ['true'])}>")
+    if kind == "topk_csm":
+        return f"topk_csm<{', '.join(a[:2])}>", f"topk_csm<{', '.join(a[:2] + ['true'])}>"
+    return ()

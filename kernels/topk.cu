@@ -1034,6 +1034,8 @@ CSM_DEVICE void seg_end(typename CT::type best, typename CT::value_t v1, typenam
 // all the warp's batches (the next batch's packs loaded, raw, before the
 // current one is reduced; for UNROLL below the batch of TOPK_SEG_BATCH_ELEMS,
 // whose doubled packs fit the register cap: the dispatcher's short segments).
+// EF: step 1's whole-pack loads evict-first in L2 (load_pack_once; the
+// dispatcher's TOPK_EVICT_FIRST_*_BYTES arrays). Step 3's re-reads stay plain.
 // ----------------------------------------------------------------------------
 #define TOPK_SEG_THREADS 256
 // Blocks per SM topk_seg is built for (its register cap): 4 (64 registers)
@@ -1084,7 +1086,16 @@ __device__ unsigned long long seg_trace[64 * 32 * 16];
 #define SEG_T(i)
 #endif
 
-template <typename T, typename C, int MODE, int UNROLL, bool PIPE = false>
+// topk_seg's stream loads: evict-first in L2 (EF, load_pack_once) or plain.
+template <typename T, int PACK, bool EF> CSM_DEVICE Pack<T, PACK> seg_load(const T* p, u64 pol) {
+  if constexpr (EF) {
+    return load_pack_once<T, PACK>(p, pol);
+  } else {
+    return load_pack<T, PACK>(p);
+  }
+}
+
+template <typename T, typename C, int MODE, int UNROLL, bool PIPE = false, bool EF = false>
 __global__ void __launch_bounds__(TOPK_SEG_THREADS, SegMinBlocks<C>::value)
 topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx,
          typename Cand<C>::type* __restrict__ wsk, C* __restrict__ wsv, C* __restrict__ wsm,
@@ -1120,6 +1131,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 
   // ---- 1. stream this block's segments ------------------------------------
   SEG_T(0);
+  const u64 pol = EF ? l2_evict_first() : 0ull;
   MD<C> md = md_identity<C>();
   const i64 jb = s * spb, je = min((i64)W, jb + spb);
   if constexpr (PIPE) {
@@ -1131,7 +1143,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 #pragma unroll
       for (int u = 0; u < UNROLL; ++u) {
         const i64 p = base + u * 32 + lane;
-        if (p < pe && p * PACK - mis < L) cur[u] = load_pack<T, PACK>(row + (p * PACK - mis));
+        if (p < pe && p * PACK - mis < L) cur[u] = seg_load<T, PACK, EF>(row + (p * PACK - mis), pol);
       }
       K best = CT::empty();
       C bv = Num<C>::neg_inf(), v1 = Num<C>::neg_inf(), v2 = Num<C>::neg_inf();
@@ -1148,7 +1160,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 #pragma unroll
           for (int u = 0; u < UNROLL; ++u) {
             const i64 p = nb + u * 32 + lane;
-            if (p < npe && p * PACK - mis < L) nx[u] = load_pack<T, PACK>(row + (p * PACK - mis));
+            if (p < npe && p * PACK - mis < L) nx[u] = seg_load<T, PACK, EF>(row + (p * PACK - mis), pol);
           }
         }
         C v[E];
@@ -1199,7 +1211,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
           const i64 p = base + u * 32 + lane;
           const i64 c0 = p * PACK - mis;
           if (p < pe && c0 >= 0 && c0 + PACK <= L) {
-            const Pack<T, PACK> pk = load_pack<T, PACK>(row + c0);
+            const Pack<T, PACK> pk = seg_load<T, PACK, EF>(row + c0, pol);
 #pragma unroll
             for (int e = 0; e < PACK; ++e) v[u * PACK + e] = to_compute<C>(pk.v[e]);
             mask |= ((1u << PACK) - 1u) << (u * PACK);
@@ -1520,7 +1532,8 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 // mbarriers are initialised, and waited on while the packs are in flight,
 // before the scan and any remote write) makes sure every block has begun;
 // every block waits for every byte sent to it before it exits. The radix
-// fallback (rare) keeps cluster barriers.
+// fallback (rare) keeps cluster barriers. EF: the bulk copies evict-first in
+// L2 (the dispatcher's TOPK_EVICT_FIRST_*_BYTES arrays; see load_pack_once).
 // ----------------------------------------------------------------------------
 #define TOPK_CSM_THREADS 512
 #define TOPK_CSM_GROUPS 128
@@ -1601,11 +1614,20 @@ __device__ unsigned long long csm_trace[64 * 16 * 16 * 2];
 #else
 #define TOPK_CSM_BULK 0
 #endif
-CSM_DEVICE void csm_bulk_g2s(void* dst, const void* src, unsigned bytes, u64* m) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   csm_smem_addr(dst)),
-               "l"(src), "r"(bytes), "r"(csm_smem_addr(m))
-               : "memory");
+// EF: the copy is evict-first in L2 (see load_pack_once).
+template <bool EF> CSM_DEVICE void csm_bulk_g2s(void* dst, const void* src, unsigned bytes, u64* m) {
+  if constexpr (EF) {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+            csm_smem_addr(dst)),
+        "l"(src), "r"(bytes), "r"(csm_smem_addr(m)), "l"(l2_evict_first())
+        : "memory");
+  } else {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     csm_smem_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(csm_smem_addr(m))
+                 : "memory");
+  }
 }
 #else
 #define TOPK_CSM_BULK 0
@@ -1704,7 +1726,7 @@ template <int CS> CSM_DEVICE void csm_xwait(u64* m) {
   }
 }
 
-template <typename T, int CS>
+template <typename T, int CS, bool EF = false>
 __global__ void CSM_CLUSTER_DIMS(CS) __launch_bounds__(TOPK_CSM_THREADS, 1)
 topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx, i64 L, i64 sx, i64 k,
          i64 ppb, i64 out_code, i64 log) {
@@ -1765,7 +1787,7 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
     if (qb > qa) {
       const unsigned bytes = (unsigned)(qb - qa) * 16u;
       csm_mbar_expect(mbar + tid, bytes);
-      csm_bulk_g2s(chunk + qa, row + (c00 + (i64)qa * PACK), bytes, mbar + tid);
+      csm_bulk_g2s<EF>(chunk + qa, row + (c00 + (i64)qa * PACK), bytes, mbar + tid);
     } else {
       csm_mbar_arrive(mbar + tid);
     }

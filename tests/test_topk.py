@@ -251,7 +251,8 @@ def test_csm_plan(dev):
                             if want:
                                 cs = fits[0]
                                 seen.add(cs)
-                                assert p.kernel == f"topk_csm<{D.CTYPE[dt]}, {cs}>"
+                                ef = ", true" if D.topk_evict_first(rows, L, dt) else ""
+                                assert p.kernel == f"topk_csm<{D.CTYPE[dt]}, {cs}{ef}>"
                                 assert p.grid == (cs, rows) and p.block == (D.TOPK_CSM_THREADS,)
                                 assert p.pps == -(-packs // cs) and p.smem == p.pps * 16
                                 assert cs * p.pps * pack >= L + pack - 1  # every element staged
@@ -321,6 +322,78 @@ def test_seg_fit_unroll_rule(dev, monkeypatch):
     # both kinds of plan occur, and the halved unrolls are 1 and 2 in float32
     assert {("float32", 1, True), ("float32", 2, True), ("float32", 4, False), ("bfloat16", 1, True),
             ("bfloat16", 2, False)} <= seen, seen
+
+
+def _evict_first(p):
+    """Whether a topk_seg / topk_csm plan's kernel reads evict-first (EF)."""
+    args = p.kernel[p.kernel.index("<") + 1:-1].split(", ")
+    return args[-1] == "true" and len(args) == (6 if p.kernel.startswith("topk_seg<") else 3)
+
+
+@pytest.mark.parametrize("dev", [H100, A100], ids=["H100", "A100"])
+def test_evict_first_rule(dev):
+    """topk_seg and topk_csm read evict-first exactly for arrays of
+    TOPK_EVICT_FIRST_MIN_BYTES .. TOPK_EVICT_FIRST_MAX_BYTES (each bound +-1
+    row); the rest of the plan does not depend on it; the compile-check
+    enumeration lists both forms of both kernels (csm: sm_90)."""
+    D = _dispatch
+    names = {n for _, n in D.all_topk_kernels(dev)}
+    seen = set()
+    for dt in ("float32", "bfloat16", "float64"):
+        isz = np_dtype(dt).itemsize
+        for L in (32768, 131072, 262144, 10 ** 6):
+            edges = [b // (L * isz) for b in (D.TOPK_EVICT_FIRST_MIN_BYTES, D.TOPK_EVICT_FIRST_MAX_BYTES)]
+            for rows in sorted({1, 8, 64, 4096} | {e + d for e in edges for d in (-1, 0, 1)} - {0}):
+                for k in (1, 5, 50):
+                    for algo in ("auto", "unfused"):
+                        p = D.plan_topk(rows, L, k, dt, dt, dev, algo)
+                        kind = p.kernel[:p.kernel.index("<")]
+                        if kind not in ("topk_seg", "topk_csm"):
+                            continue
+                        n = rows * L * isz
+                        ef = D.TOPK_EVICT_FIRST_MIN_BYTES <= n <= D.TOPK_EVICT_FIRST_MAX_BYTES
+                        assert _evict_first(p) == ef == D.topk_evict_first(rows, L, dt), (dt, rows, L, k, p.kernel)
+                        assert p.kernel in names, p.kernel
+                        seen.add((kind, ef))
+                        old = D.TOPK_EVICT_FIRST_MAX_BYTES
+                        try:
+                            D.TOPK_EVICT_FIRST_MAX_BYTES = 0
+                            q = D.plan_topk(rows, L, k, dt, dt, dev, algo)
+                        finally:
+                            D.TOPK_EVICT_FIRST_MAX_BYTES = old
+                        assert not _evict_first(q) and q.kernel in names
+                        assert q.kernel == D._topk_load_forms(p.kernel)[0]
+                        assert p.kernel == D._topk_load_forms(p.kernel)[int(ef)]
+                        assert (q.grid, q.block, q.smem, q.pps, q.seg_packs, q.seg_per_block) == \
+                            (p.grid, p.block, p.smem, p.pps, p.seg_packs, p.seg_per_block)
+    want = {("topk_seg", True), ("topk_seg", False)}
+    if dev.cc >= 90:
+        want |= {("topk_csm", True), ("topk_csm", False)}
+    assert seen == want, seen
+
+
+@pytest.mark.parametrize("dev", [H100, A100], ids=["H100", "A100"])
+def test_topk_enumeration_covers_plans(dev):
+    """Every kernel plan_topk picks over a grid of shapes, k, dtypes and
+    algorithms (each regime's edges among them) is in all_topk_kernels, the
+    list the NVRTC compile check builds."""
+    D = _dispatch
+    names = {n for _, n in D.all_topk_kernels(dev)}
+    missing = set()
+    n = 0
+    for ti in DTYPES:
+        for to in DTYPES:
+            for algo in ALGOS:
+                for rows in (1, 8, 64, 65, 131, 263, 264, 4096, 65535, 65536):
+                    for L in (100, 2048, 8192, 32768, 50257, 131072, 262144, 10 ** 6):
+                        for k in (1, 5, 17, 50, 64, 65, 256, 1024, 1025):
+                            if k > L or rows * L > 2 ** 33:
+                                continue
+                            for name in D.plan_topk(rows, L, k, ti, to, dev, algo).kernels():
+                                n += 1
+                                if name not in names:
+                                    missing.add((name, rows, L, k, ti, to, algo))
+    assert n > 0 and not missing, sorted(missing)[:10]
 
 
 def test_seg_constants_match_kernel():
@@ -584,6 +657,46 @@ def test_csm_regime(dtype):
         assert _dispatch.plan_topk(R, L2, _dispatch.TOPK_CSM_MID_MIN_K - 1, dtype, dtype, dev).regime != "csm"
         check(x4, _dispatch.TOPK_CSM_MID_MIN_K)
         check(x4, 17, log=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_evict_first_forms(dtype, monkeypatch):
+    """seg and csm in their evict-first load form (EF): arrays of the
+    dispatcher's size on their own, and with TOPK_EVICT_FIRST_MIN_BYTES at 0
+    small rows of specials, ties, sorted and misaligned rows in both
+    regimes (csm on sm_90), checked against the reference."""
+    from cusoftmax import _topk
+    dev = _device()
+    rng = np.random.default_rng(21)
+    # natural size: 64 rows of 131072 (float32: seg; bfloat16: csm on sm_90)
+    L = 131072
+    assert _dispatch.topk_evict_first(64, L, dtype)
+    x = to_gpu(make_data(rng, (64, L + 1), "normal"), dtype)
+    for k in (1, 5, 50):
+        p = _dispatch.plan_topk(64, L, k, dtype, dtype, dev)
+        assert p.kernel.endswith(", true>") and p.regime in ("seg", "csm"), p.kernel
+        check(x[:, :L], k)
+    check(x[:, 1:], 50, log=True)
+    # small rows in the EF forms
+    _topk._cache.clear()
+    monkeypatch.setattr(_dispatch, "TOPK_EVICT_FIRST_MIN_BYTES", 0)
+    try:
+        L = 32768
+        a = np.stack([make_data(rng, (L + 3,), st) for st in ("normal", "ties", "sorted", "specials", "neginf")])
+        a[0, 5] = np.nan
+        xs = to_gpu(a, dtype)
+        for csm in ((True, False) if dev.cc >= 90 else (False,)):
+            if not csm:
+                monkeypatch.setattr(_dispatch, "TOPK_CSM_KP_MAX", 0)
+                _topk._cache.clear()
+            for k in (1, 5, 50):
+                p = _dispatch.plan_topk(5, L, k, dtype, dtype, dev)
+                assert p.regime == ("csm" if csm else "seg") and p.kernel.endswith(", true>"), p.kernel
+                check(xs[:, :L], k)
+                check(xs[:, 3:], k, log=k == 5)
+    finally:
+        _topk._cache.clear()
 
 
 @pytest.mark.gpu

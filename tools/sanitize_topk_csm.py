@@ -6,7 +6,9 @@ cluster's radix selection), misaligned rows, k = 1 (the group-maxima
 shortcut), k = 5 and 16 (tau from the coarse maxima), 50 and the list
 bound; every result checked against the
 reference. Exit status 1 if any is wrong.
-  compute-sanitizer --tool racecheck python tools/sanitize_topk_csm.py"""
+  compute-sanitizer --tool racecheck python tools/sanitize_topk_csm.py
+Environment: TOPK_EF=1 runs the evict-first form (EF) on every array (the
+dispatcher gives it only arrays of TOPK_EVICT_FIRST_MIN_BYTES and more)."""
 import os
 import sys
 
@@ -21,6 +23,8 @@ from cusoftmax import _dispatch, reference  # noqa: E402
 from cusoftmax._launch import device_info  # noqa: E402
 
 dev = device_info(cp.cuda.runtime.getDevice())
+if os.environ.get("TOPK_EF") == "1":
+    _dispatch.TOPK_EVICT_FIRST_MIN_BYTES = 0
 if dev.cc < 90:
     print("topk_csm runs on sm_90 only")
     sys.exit(0)
@@ -38,6 +42,7 @@ for cs in _dispatch.TOPK_CSM_CLUSTERS:
             for k in (1, 5, 16, 50, 64):
                 p = _dispatch.plan_topk(R, L, k, x.dtype.name, x.dtype.name, dev)
                 assert p.kernel.startswith("topk_csm<") and p.grid == (cs, R), (cs, p.kernel, p.grid)
+                assert p.kernel.endswith(", true>") == (os.environ.get("TOPK_EF") == "1"), p.kernel
                 got = cusoftmax.softmax_topk(x, k, log=k == 64)
                 ref = reference.softmax_topk(x, k, log=k == 64)
                 n += 1

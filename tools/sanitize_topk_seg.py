@@ -9,7 +9,9 @@ result checked against the reference. Exit status 1 if any is wrong.
   compute-sanitizer --tool memcheck python tools/sanitize_topk_seg.py
 Environment: SEG_LINEINFO=1 compiles with -lineinfo (source lines in the
 reports); SEG_PIPE=0 / SEG_FIT=0 turn the dispatcher's pipeline / fitted
-unroll off (the same workload on the other plans)."""
+unroll off (the same workload on the other plans); TOPK_EF=1 / 0 runs every
+array in the evict-first (EF) / plain load form (default: the dispatcher's
+choice by size)."""
 import os
 import sys
 
@@ -30,6 +32,10 @@ _dispatch.TOPK_SEG_PIPE = os.environ.get("SEG_PIPE", "1") == "1"
 _dispatch.TOPK_SEG_FIT_UNROLL = os.environ.get("SEG_FIT", "1") == "1"
 dev = device_info(cp.cuda.runtime.getDevice())
 _dispatch.TOPK_CSM_KP_MAX = 0  # rows the csm regime would take on sm_90 run seg here
+if os.environ.get("TOPK_EF") == "1":
+    _dispatch.TOPK_EVICT_FIRST_MIN_BYTES = 0
+elif os.environ.get("TOPK_EF") == "0":
+    _dispatch.TOPK_EVICT_FIRST_MAX_BYTES = -1
 rng = np.random.default_rng(7)
 bad = n = 0
 # (rows, columns, k values): segments of 32 packs on few rows, 64 on many
@@ -45,8 +51,10 @@ for R, L, ks in ((16, 8192, (1, 5, 17)), (300, 32000, (33, 50))):
             for k in ks:
                 name = np.dtype(dt).name
                 p = _dispatch.plan_topk(R, L, k, name, name, dev)
+                args = p.kernel[:-1].split(", ")
+                pipe = len(args) > 4 and args[4] == "true"
                 if not p.kernel.startswith("topk_seg<") or (_dispatch.TOPK_SEG_PIPE and _dispatch.TOPK_SEG_FIT_UNROLL
-                                                             and not p.kernel.endswith(", true>")):
+                                                             and not pipe):
                     continue  # not a pipelined plan (e.g. float64's whole-batch many-row segments)
                 got = cusoftmax.softmax_topk(x, k, log=k == 5)
                 ref = reference.softmax_topk(x, k, log=k == 5)
