@@ -7,6 +7,9 @@ shortcut), k = 5 and 16 (tau from the coarse maxima), 50 and the list
 bound; every result checked against the
 reference. Exit status 1 if any is wrong.
   compute-sanitizer --tool racecheck python tools/sanitize_topk_csm.py
+  compute-sanitizer --tool synccheck --num-cuda-barriers 65536 python tools/sanitize_topk_csm.py
+(synccheck 2025.3 without --num-cuda-barriers overflows its table of tracked
+barriers on this sample and a later launch fails.)
 Environment: TOPK_EF=1 runs the evict-first form (EF) on every array (the
 dispatcher gives it only arrays of TOPK_EVICT_FIRST_MIN_BYTES and more)."""
 import os
