@@ -2223,10 +2223,11 @@ TOPK_SEG_PIPE = True
 #: TOPK_EVICT_FIRST_MAX_BYTES evict-first in L2 (their EF flag; kernels/
 #: common.cuh, load_pack_once): after a write that left the L2 dirty (the
 #: benchmark's memset flush) the read then writes back only part of it. H100,
-#: kernels/evict_first.txt: 64 x 128256 float32 k = 1 24.4 -> 22.7 us, k = 5
-#: 28.8 -> 26.9, 64 x 262144 k = 5 45.3 -> 42.6, bfloat16 64 x 128256 k = 50
-#: (csm) 22.7 -> 21.8; arrays of 8 MB and less lost 0.1-0.5 us (1 x 262144 k = 1
-#: 10.1 -> 10.6, 64 x 32768 k = 1 11.5 -> 11.8) and 2 GiB ones gained nothing.
+#: kernels/evict_first.txt run 3: 64 x 128256 float32 k = 1 24.3 -> 22.7 us,
+#: k = 5 28.9 -> 27.1, 64 x 262144 k = 5 45.2 -> 42.5, bfloat16 64 x 128256 k = 5
+#: (csm) 20.6 -> 19.8. Run 2 (no lower bound): arrays of 8 MB and less lost
+#: 0.1-0.5 us (1 x 262144 k = 1 10.1 -> 10.6, 64 x 32768 k = 1 11.5 -> 11.8), and
+#: 2 GiB ones gained nothing.
 TOPK_EVICT_FIRST_MIN_BYTES = 12 << 20
 TOPK_EVICT_FIRST_MAX_BYTES = 256 << 20
 
