@@ -2384,6 +2384,13 @@ def topk_evict_first(rows: int, L: int, in_dtype: str) -> bool:
     return TOPK_EVICT_FIRST_MIN_BYTES <= n <= TOPK_EVICT_FIRST_MAX_BYTES
 
 
+def _topk_seg_name(head: str, pipe: bool, ef: bool) -> str:
+    """``topk_seg<head, PIPE, EF>`` with its defaulted (false) flags left out."""
+    if ef:
+        return f"topk_seg<{head}, {str(pipe).lower()}, true>"
+    return f"topk_seg<{head}, true>" if pipe else f"topk_seg<{head}>"
+
+
 def topk_aux_grid(n: int, dev: DeviceInfo) -> tuple:
     """Grid of the grid-stride helper kernels (gather, sort keys) for n items."""
     return (max(1, min(_cdiv(n, TOPK_AUX_THREADS), TOPK_AUX_BLOCKS_PER_SM * dev.sm_count)),)
@@ -2442,8 +2449,6 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
             while TOPK_SEG_FIT_UNROLL and unroll > 1 and sp <= 16 * unroll:
                 unroll //= 2
             pipe = TOPK_SEG_PIPE and unroll < sunroll
-            ef = topk_evict_first(rows, L, in_dtype)
-            flags = f", {str(pipe).lower()}, true" if ef else (", true" if pipe else "")
             # blocks per row: a segment per warp, but no more than
             # TOPK_SEG_BLOCKS_PER_SM x SMs blocks in all (warps then loop)
             nblk = max(1, min(_cdiv(nseg, threads // 32), _cdiv(TOPK_SEG_BLOCKS_PER_SM * sms, rows)))
@@ -2453,7 +2458,8 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
             grid = (_cdiv(nseg, spb), rows)
             extra = dict(gather_kernel=gather, softmax_algorithm="safe") if mode == "select" else {}
             return TopKPlan("seg" if mode == "online" else "unfused",
-                            f"topk_seg<{T}, {C}, {_TOPK_MODE[mode]}, {unroll}{flags}>", grid, (threads,),
+                            _topk_seg_name(f"{T}, {C}, {_TOPK_MODE[mode]}, {unroll}", pipe,
+                                           topk_evict_first(rows, L, in_dtype)), grid, (threads,),
                             0, kp, 0, False, grid[0], 0, sp, spb, cdt, cb, **extra)
 
     # split: few long rows over several blocks (not the paper's safe form)
@@ -2531,9 +2537,8 @@ def _topk_load_forms(name: str) -> tuple:
     kind, args = name[:-1].split("<", 1)
     a = args.split(", ")
     if kind == "topk_seg":
-        base = a[:5] if len(a) == 6 else a + ["false"] * (5 - len(a))
-        return (f"topk_seg<{', '.join(base[:4] + (['true'] if base[4] == 'true' else []))}>",
-                f"topk_seg<{', '.join(base + ['true'])}>")
+        head, pipe = ", ".join(a[:4]), len(a) > 4 and a[4] == "true"
+        return _topk_seg_name(head, pipe, False), _topk_seg_name(head, pipe, True)
     if kind == "topk_csm":
         return f"topk_csm<{', '.join(a[:2])}>", f"topk_csm<{', '.join(a[:2] + ['true'])}>"
     return ()
