@@ -1436,6 +1436,15 @@ def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional
     return None
 
 
+def _cols_few_blocks(O, L, I, in_dtype, dev, blocks, div=None) -> bool:
+    """Whether an (O, L, I) array of at most COLS_CL_SMALL_MAX_BYTES has a plan
+    of at most SMs / ``div`` blocks (default COLS_CL_SMALL_DIV[itemsize]; no
+    other itemsize qualifies): the small-array forms' condition."""
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    div = div or COLS_CL_SMALL_DIV.get(isz)
+    return div is not None and O * L * I * isz <= COLS_CL_SMALL_MAX_BYTES and blocks <= dev.sm_count // div
+
+
 def _cols_cl_small(p, O, L, I, in_dtype, out_dtype, log, dev, vec, v=None, nrs=None, div=None,
                    clusters=COLS_CL_CLUSTERS) -> LaunchPlan:
     """``p`` (the cluster or sync plan of a 16-byte-pack axis), or, for
@@ -1446,10 +1455,7 @@ def _cols_cl_small(p, O, L, I, in_dtype, out_dtype, log, dev, vec, v=None, nrs=N
     ``nrs``, ``div``, ``clusters``) at an NR of COLS_CL_SMALL_NR, where that
     has more blocks than ``p``."""
     blocks = p.grid[0] * (p.grid[1] if len(p.grid) > 1 else 1)
-    isz = numpy.dtype(_np_name(in_dtype)).itemsize
-    div = div or COLS_CL_SMALL_DIV.get(isz)
-    if (not COLS_CL_SMALL or div is None or in_dtype != out_dtype or O * L * I * isz > COLS_CL_SMALL_MAX_BYTES
-            or blocks > dev.sm_count // div):
+    if not COLS_CL_SMALL or in_dtype != out_dtype or not _cols_few_blocks(O, L, I, in_dtype, dev, blocks, div):
         return p
     for seg in COLS_CL_SMALL_SEGMENTS:
         for nr in nrs or COLS_CL_SMALL_NR:
@@ -1468,10 +1474,7 @@ def _cols_sync_small(p, O, L, I, in_dtype, out_dtype, log, dev, vec) -> LaunchPl
     COLS_SYNC_SMALL_SEGMENT bytes if that has more blocks, one round and at
     most COLS_SYNC_BALANCE_MAX_SPLITS blocks a tile (more splits lost:
     bfloat16 (65536, 64) at 256 splits 1.76x against 1.31x)."""
-    isz = numpy.dtype(_np_name(in_dtype)).itemsize
-    div = COLS_CL_SMALL_DIV.get(isz)
-    if (not COLS_SYNC_SMALL or div is None or O * L * I * isz > COLS_CL_SMALL_MAX_BYTES
-            or p.grid[0] > dev.sm_count // div):
+    if not COLS_SYNC_SMALL or not _cols_few_blocks(O, L, I, in_dtype, dev, p.grid[0]):
         return p
     q = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=4, segment=COLS_SYNC_SMALL_SEGMENT)
     if (q is None or q.grid[0] <= p.grid[0] or q.extra[1] > COLS_SYNC_BALANCE_MAX_SPLITS
