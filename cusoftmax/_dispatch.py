@@ -535,6 +535,30 @@ COLS_FOLD_NARROW_ROUNDS = 2
 #: blocks an SM or unroll 4 won some shapes and lost others.
 COLS_SPLIT_FOLD_BLOCKS_PER_SM = 16
 COLS_SPLIT_FOLD_UNROLL = 8
+#: Whole-width split stream (softmax_cols_wide_*, _plan_cols_wide): on sm_90,
+#: one dense slab (O = 1) of float16 / bfloat16, same dtype in and out, of at
+#: least COLS_WIDE_MIN_BYTES, whose rows (of at least COLS_WIDE_MIN_ROW_BYTES)
+#: are off the 16-byte grid (fold_factor > 1) and, folded to rows of whole
+#: 16-byte packs, at most COLS_WIDE_MAX_PACKS packs (a thread a pack column),
+#: streams twice in chunks of whole rows: COLS_WIDE_BLOCKS_PER_SM blocks an SM
+#: of at least COLS_WIDE_MIN_ROWS folded rows each, COLS_WIDE_UNROLL rows in
+#: flight a thread. H100, against the same data contiguous (exp/wide_try.py,
+#: kernels/wide_stream.txt): bfloat16 (16000, 1500) 1.49-1.55x against 1.92x
+#: (split stream, fold 2), (20000, 1100) against 1.91x, (12000, 2500) 1.58x
+#: against 1.78x (skewed sync kernel), (12000, 3500) 1.67x against 1.83x,
+#: (6000, 2500) 1.59x against 1.66x; float16 alike. Rows on the 16-byte grid
+#: stay on the sync kernel, far ahead there (bfloat16 (8192, 4096) 1.18x
+#: against 1.7x, (2500, 6000) 1.10x against 2.0x); rows of 600-1000 bytes lost
+#: (the partials grow with the grid); float32 won less and lost at (6000,
+#: 2500) and (16000, 3000).
+COLS_WIDE_DTYPES = ("float16", "bfloat16")
+COLS_WIDE_MIN_BYTES = 24 << 20
+COLS_WIDE_MIN_ROW_BYTES = 2048
+COLS_WIDE_MAX_PACKS = 1024  # softmax.cu's COLS_WIDE_MAX_THREADS
+COLS_WIDE_BLOCKS_PER_SM = 1
+COLS_WIDE_MIN_ROWS = 16
+COLS_WIDE_UNROLL = 8
+COLS_WIDE_MERGE_THREADS = 256  # a warp a column
 #: Skewed packs (softmax_cols_cl's SK form, _choose_cols_skew): on sm_90, a
 #: same-dtype float16 / bfloat16 array whose unit-stride axis is off the
 #: 16-byte grid (narrow packs otherwise) but whose x and y rows are off it
@@ -642,11 +666,12 @@ class DeviceInfo:
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    """One or two kernel launches for a problem.
+    """One to three kernel launches for a problem.
 
     ``kernel``/``grid``/``block`` is the main launch; the split regime has a
     first launch (``pre_kernel``, ``pre_grid``) that writes ``ws_elems``
-    workspace values of ``ws_dtype``.
+    workspace values of ``ws_dtype``, and the whole-width strided stream a
+    second one between them (``mid_kernel``, ``mid_grid``, ``mid_block``).
     """
     regime: str
     source: str
@@ -669,10 +694,13 @@ class LaunchPlan:
     fold: int = 1  # softmax_cols_sync's FOLD: the (O, L, I) problem runs as
     # (O, L / fold, I * fold), whose columns the kernel folds back (the
     # fallback is a plan of the original problem)
+    mid_kernel: Optional[str] = None  # a launch between pre_kernel and kernel
+    mid_grid: Optional[tuple] = None  # (softmax_cols_wide_merge), block mid_block
+    mid_block: Optional[tuple] = None
 
     def kernels(self):
         """Name expressions this plan may launch (for compile checks)."""
-        own = [k for k in (self.pre_kernel, self.kernel) if k]
+        own = [k for k in (self.pre_kernel, self.mid_kernel, self.kernel) if k]
         return own + (self.fallback.kernels() if self.fallback is not None else [])
 
 
@@ -1274,6 +1302,32 @@ def _plan_cols_split_fold(O, L, I, in_dtype, out_dtype, log, dev) -> Optional[La
                             blocks_per_sm=COLS_SPLIT_FOLD_BLOCKS_PER_SM, unroll=COLS_SPLIT_FOLD_UNROLL, fold=f)
 
 
+def _plan_cols_wide(O, L, I, in_dtype, out_dtype, log, dev, dense) -> Optional[LaunchPlan]:
+    """softmax_cols_wide_*: the slab (L, I) whose rows are off the 16-byte
+    grid as (L / f, I x f) rows of whole 16-byte packs (f = fold_factor > 1),
+    streamed twice in chunks of whole rows (see COLS_WIDE_MIN_BYTES). A plan of the reshaped problem (``fold`` = f);
+    None where it does not apply. ``extra`` = (G, rows a block, packs a row)."""
+    if (dev.cc < 90 or not dense or O != 1 or in_dtype != out_dtype or in_dtype not in COLS_WIDE_DTYPES):
+        return None
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    f = fold_factor(I, in_dtype, out_dtype)
+    if (f == 1 or L % f or L * I * isz < COLS_WIDE_MIN_BYTES or I * isz < COLS_WIDE_MIN_ROW_BYTES
+            or I * f * isz > COLS_WIDE_MAX_PACKS * VECTOR_BYTES):
+        return None
+    Lf, pf = L // f, I * f * isz // VECTOR_BYTES
+    G = dev.sm_count * COLS_WIDE_BLOCKS_PER_SM
+    if Lf < COLS_WIDE_MIN_ROWS * G:
+        return None
+    rpc = _cdiv(Lf, G)
+    G = _cdiv(Lf, rpc)
+    T, LG, u = CTYPE[in_dtype], "true" if log else "false", COLS_WIDE_UNROLL
+    return LaunchPlan("cols", "softmax.cu", f"softmax_cols_wide_finish<{T}, {LG}, {u}>", (G,), (_cdiv(pf, 32) * 32,),
+                      pre_kernel=f"softmax_cols_wide_partial<{T}, {u}>", pre_grid=(G,),
+                      mid_kernel=f"softmax_cols_wide_merge<{LG}>", mid_grid=(_cdiv(I, COLS_WIDE_MERGE_THREADS // 32),),
+                      mid_block=(COLS_WIDE_MERGE_THREADS,), ws_elems=2 * (G * I * f + I), ws_dtype="float32",
+                      extra=(G, rpc, pf), fold=f)
+
+
 def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
                   segment=COLS_SPLIT_SEGMENT, nt=1, v=None, sk=False,
                   clusters=COLS_CL_CLUSTERS, minb=None) -> Optional[LaunchPlan]:
@@ -1529,7 +1583,9 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     (``_choose_cols_skew``) or the sync kernel's skewed form
     (``_choose_cols_sync_skew``: before the skewed cluster plan where both
     axes are at least COLS_SYNC_SK_MIN_LI long, else where the array would
-    stream split)."""
+    stream split). Before all of these, large dense 16-bit slabs (O = 1) of
+    long rows off the 16-byte grid take the whole-width split stream
+    (``_plan_cols_wide``, see COLS_WIDE_MIN_BYTES)."""
     T, U = CTYPE[in_dtype], CTYPE[out_dtype]
     LG = "true" if log else "false"
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
@@ -1544,6 +1600,9 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     threads = COLS_THREADS
     max_threads = COLS_MAX_THREADS_F64 if wide_c else COLS_MAX_THREADS
     if L > COLS_REGS_MAX_L:
+        wd = _plan_cols_wide(O, L, I, in_dtype, out_dtype, log, dev, dense)
+        if wd is not None:
+            return wd
         if (dense and vec == 1 and not wide_c and O * L * I * isz >= COLS_FOLD_MIN_BYTES):
             fp = _plan_cols_fold(O, L, I, in_dtype, out_dtype, log, dev, vec)
             if fp is not None:
@@ -1706,6 +1765,9 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                             for kname in (p.kernels() if p is not None else ()):
                                 found[("softmax.cu", kname)] = None
                         p = _choose_cols_sync_skew(1, 8000, 1001, ti, to, log, dev)  # skewed sync packs
+                        for kname in (p.kernels() if p is not None else ()):
+                            found[("softmax.cu", kname)] = None
+                        p = _plan_cols_wide(1, 16000, 1500, ti, to, log, dev, True)  # whole-width stream
                         for kname in (p.kernels() if p is not None else ()):
                             found[("softmax.cu", kname)] = None
                     if vec and (ti, to) in COLS_STAGED_PAIRS:  # every staged variant

@@ -242,7 +242,7 @@ class Launch:
     operation, the kernel and the problem size; the ``try`` costs nothing on
     the normal path.
     """
-    __slots__ = ("plan", "fn", "pre_fn", "grid", "block", "pre_grid", "extra", "ws_elems", "ws_dtype",
+    __slots__ = ("plan", "fn", "pre_fn", "mid_fn", "grid", "block", "pre_grid", "extra", "ws_elems", "ws_dtype",
                  "op", "smem", "fptr", "dims", "sync", "device_id", "fallback", "cols_prm")
 
     def __init__(self, plan: LaunchPlan, device_id: int, op: str | None = None):
@@ -252,6 +252,7 @@ class Launch:
         self.op = op or _op_label(plan)
         self.fn = get_kernel(plan.source, plan.kernel, device_id)
         self.pre_fn = get_kernel(plan.source, plan.pre_kernel, device_id) if plan.pre_kernel else None
+        self.mid_fn = get_kernel(plan.source, plan.mid_kernel, device_id) if plan.mid_kernel else None
         self.grid = plan.grid
         self.block = plan.block
         self.pre_grid = plan.pre_grid
@@ -363,6 +364,18 @@ class Launch:
             self._sync_refused(rc, f"shape (outer {O}, reduced {L * f}, inner {I // f})").cols(
                 xptr, yptr, O, L * f, I // f, sxo, sxl // f, syo, syl // f)
 
+    def _cols_wide(self, xptr, yptr, L, I) -> None:
+        """softmax_cols_wide_*: one dense slab as (L, I) (already folded: the
+        original unit-stride length is I / fold): partials, their merge (at
+        the workspace's end), then the second stream."""
+        G, rpc, pf = self.extra
+        f = self.plan.fold
+        ws = _cupy.empty(self.ws_elems, self.ws_dtype)
+        fin = ws.data.ptr + 4 * 2 * G * I  # (float32 pairs: part[G][I], then fin)
+        self.pre_fn(self.pre_grid, self.block, (xptr, ws, L, numpy.int32(pf), rpc))
+        self.mid_fn(self.plan.mid_grid, self.plan.mid_block, (ws, fin, numpy.int32(G), I, I // f, numpy.int32(f)))
+        self.fn(self.grid, self.block, (xptr, yptr, fin, L, numpy.int32(pf), I // f, rpc))
+
     def rows(self, xptr: int, yptr: int, R: int, L: int, sx: int, sy: int) -> None:
         """Launch on the rows layout (all pointers/strides in elements' units
         already applied: ptrs are byte addresses, strides in elements)."""
@@ -392,6 +405,9 @@ class Launch:
             if self.pre_fn is None:
                 self.fn(self.grid, self.block, (xptr, yptr, O, L, I, sxo, sxl, syo, syl,
                                                 numpy.int32(self.extra[0])), shared_mem=self.smem)
+                return
+            if self.mid_fn is not None:
+                self._cols_wide(xptr, yptr, L, I)
                 return
             tx, lps, tiles = numpy.int32(self.extra[0]), self.extra[1], self.extra[2]
             ws = _cupy.empty(self.ws_elems, self.ws_dtype)

@@ -26,6 +26,10 @@
 //                    the same layout, long axes: the axis split over blocks,
 //                    per-column (max, sum) partials in a workspace, then a
 //                    second pass (reversed, re-reading from L2) that writes y.
+//   softmax_cols_wide_partial + _merge + _finish
+//                    the same layout, large 16-bit slabs of long rows: blocks
+//                    own chunks of whole rows (one contiguous range each),
+//                    per-column partials, their merge, then a second pass.
 //   softmax_cols_sync  the same layout in one launch: the axis split over
 //                    co-resident blocks that hold their rows in registers and
 //                    meet at a per-tile barrier (one read of x, one write of y);
@@ -1156,6 +1160,153 @@ softmax_cols_split_finish(const T* __restrict__ x, U* __restrict__ y,
     Pack<U, VEC> q;
     convert_pack<U, C, VEC>(f, q);
     store_pack_cols<U, VEC>(yp, q);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// softmax_cols_wide_partial + softmax_cols_wide_merge + softmax_cols_wide_finish:
+// the (L, I) layout of softmax_cols, one dense slab (O = 1) of a 16-bit type,
+// streamed twice in whole-width chunks. The slab runs as (Lf, If) = (L / f,
+// I x f) (f = 1, or the rows that make one row of whole 16-byte packs, as the
+// FOLD forms); a row is Pf = If / PACK packs and thread p of every block owns
+// pack column p (blockDim = Pf rounded up to a warp). Block g of the grid (G)
+// owns rows [g * rpc, min(Lf, (g + 1) * rpc)): one contiguous stretch of
+// memory, where the split stream's tiles read TX * VEC elements a row.
+//   partial: streams its rows (UNR rows in flight a thread, one rescale of the
+//            running (max, sum) a batch) and writes its per-column partial to
+//            part[g][If];
+//   merge:   a warp a column c < I merges the G x f partials part[g][c + j I]
+//            (g, then j: a fixed order) into fin[c] = (max, 1 / sum) (LOG:
+//            (max, log sum));
+//   finish:  re-reads its rows from the last (those the partial kernel read
+//            last: in L2 when it ends), evict-first in L2, and writes y with
+//            streaming (.cs) stores.
+// Workspace (float): part[G][If][2], then fin[I][2]. Three launches and no
+// co-residency; the dispatcher takes it for large 16-bit slabs of long rows
+// (COLS_WIDE_* in _dispatch.py), where a chunk's read is one contiguous range
+// instead of many 128-byte tile rows.
+// ---------------------------------------------------------------------------
+#define COLS_WIDE_MAX_THREADS 1024
+template <typename T, int UNR>
+__global__ void __launch_bounds__(COLS_WIDE_MAX_THREADS)
+softmax_cols_wide_partial(const T* __restrict__ x, float2* __restrict__ part, i64 Lf, int Pf, i64 rpc) {
+  constexpr int PACK = 16 / sizeof(T);
+  const int p = threadIdx.x;
+  if (p >= Pf) return;
+  const i64 r0 = (i64)blockIdx.x * rpc;
+  const i64 r1 = min(Lf, r0 + rpc);
+  const i64 rs = (i64)Pf * PACK;
+  MD<float> acc[PACK];
+#pragma unroll
+  for (int e = 0; e < PACK; ++e) acc[e] = md_identity<float>();
+  const T* xp = x + (i64)p * PACK;
+  i64 r = r0;
+  for (; r + UNR <= r1; r += UNR) {
+    Pack<T, PACK> pk[UNR];
+#pragma unroll
+    for (int u = 0; u < UNR; ++u) pk[u] = load_pack<T, PACK>(xp + (r + u) * rs);
+#pragma unroll
+    for (int e = 0; e < PACK; ++e) {
+      float v[UNR];
+#pragma unroll
+      for (int u = 0; u < UNR; ++u) v[u] = to_compute<float>(pk[u].v[e]);
+      md_accumulate<float, UNR>(acc[e], v);
+    }
+  }
+  for (; r < r1; ++r) {
+    const Pack<T, PACK> pk = load_pack<T, PACK>(xp + r * rs);
+#pragma unroll
+    for (int e = 0; e < PACK; ++e) {
+      const float v[1] = {to_compute<float>(pk.v[e])};
+      md_accumulate<float, 1>(acc[e], v);
+    }
+  }
+  float2* o = part + (i64)blockIdx.x * rs + (i64)p * PACK;  // (8-byte stores)
+#pragma unroll
+  for (int e = 0; e < PACK; ++e) o[e] = make_float2(acc[e].m, acc[e].d);
+}
+
+template <bool LOG>
+__global__ void __launch_bounds__(256)
+softmax_cols_wide_merge(const float2* __restrict__ part, float2* __restrict__ fin, int G, i64 If, i64 I, int f) {
+  const i64 c = (i64)blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (c >= I) return;
+  const int n = G * f;  // partial q = (g, j): part[g][c + j I], q = g f + j
+  MD<float> a = md_identity<float>();
+  int q = lane;
+  for (; q + 96 < n; q += 128) {
+    MD<float> t[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int qq = q + 32 * u, g = qq / f, j = qq - g * f;
+      const float2 w = part[(i64)g * If + (i64)j * I + c];
+      t[u] = MD<float>{w.x, w.y};
+    }
+    a = md_merge(a, md_merge_all<float, 4>(t, 1));
+  }
+  for (; q < n; q += 32) {
+    const int g = q / f, j = q - g * f;
+    const float2 w = part[(i64)g * If + (i64)j * I + c];
+    a = md_merge(a, MD<float>{w.x, w.y});
+  }
+  a = warp_allreduce_md<float, 32>(a);
+  if (lane == 0) fin[c] = make_float2(a.m, row_scale<float, LOG>(a));
+}
+
+// 16-byte store evict-first in L2 (st.global.cs): y is not read again here
+template <typename T, int N> CSM_DEVICE void store_pack_stream(T* p, const Pack<T, N>& v) {
+  if constexpr (sizeof(T) * N == 16) {
+    const unsigned* w = reinterpret_cast<const unsigned*>(&v.raw);
+    asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]),
+                 "r"(w[3])
+                 : "memory");
+  } else {
+    store_pack<T, N>(p, v);
+  }
+}
+
+template <typename T, bool LOG, int UNR>
+__global__ void __launch_bounds__(COLS_WIDE_MAX_THREADS)
+softmax_cols_wide_finish(const T* __restrict__ x, T* __restrict__ y, const float2* __restrict__ fin, i64 Lf,
+                         int Pf, i64 I, i64 rpc) {
+  constexpr int PACK = 16 / sizeof(T);
+  const int p = threadIdx.x;
+  if (p >= Pf) return;
+  const i64 r0 = (i64)blockIdx.x * rpc;
+  const i64 r1 = min(Lf, r0 + rpc);
+  const i64 rs = (i64)Pf * PACK;
+  float m[PACK], sc[PACK];
+#pragma unroll
+  for (int e = 0; e < PACK; ++e) {
+    const float2 t = fin[((i64)p * PACK + e) % I];
+    m[e] = t.x;
+    sc[e] = t.y;
+  }
+  const u64 pol = l2_evict_first();
+  const T* xp = x + (i64)p * PACK;
+  T* yp = y + (i64)p * PACK;
+  i64 r = r1;
+  for (; r - UNR >= r0; r -= UNR) {
+    Pack<T, PACK> pk[UNR];
+#pragma unroll
+    for (int u = 0; u < UNR; ++u) pk[u] = load_pack_once<T, PACK>(xp + (r - 1 - u) * rs, pol);
+#pragma unroll
+    for (int u = 0; u < UNR; ++u) {
+      Pack<T, PACK> q;
+#pragma unroll
+      for (int e = 0; e < PACK; ++e)
+        q.v[e] = from_compute<T>(finish_value<float, LOG>(to_compute<float>(pk[u].v[e]), m[e], sc[e]));
+      store_pack_stream<T, PACK>(yp + (r - 1 - u) * rs, q);
+    }
+  }
+  for (; r > r0; --r) {
+    const Pack<T, PACK> pk = load_pack_once<T, PACK>(xp + (r - 1) * rs, pol);
+    Pack<T, PACK> q;
+#pragma unroll
+    for (int e = 0; e < PACK; ++e)
+      q.v[e] = from_compute<T>(finish_value<float, LOG>(to_compute<float>(pk.v[e]), m[e], sc[e]));
+    store_pack_stream<T, PACK>(yp + (r - 1) * rs, q);
   }
 }
 

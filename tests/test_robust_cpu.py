@@ -577,6 +577,58 @@ def test_cols_sync_skew_rules():
     assert _dispatch._choose_cols_sync_skew(1, 100, 1001, "float32", "float32", False, h100) is None  # < a block
 
 
+def test_cols_wide_rules():
+    """_plan_cols_wide: plan_cols takes the whole-width split stream on sm_90
+    for one dense slab of float16 / bfloat16 (same dtype out) whose rows are
+    off the 16-byte grid, at each bound (bytes, row bytes, packs of the
+    folded row, folded rows a block) and not one step past it; never on
+    sm_80, non-dense or several slabs, float32, another output dtype, rows on
+    the 16-byte grid or L not a multiple of the fold. The plan is of the
+    reshaped problem (fold f, workspace of G x I f partials and I totals),
+    and the compile-check enumeration lists its three kernels."""
+    h100, a100 = _dispatch.DeviceInfo(132, 90), _dispatch.DeviceInfo(108, 80)
+    names = {k for _, k in _dispatch.all_forward_kernels(h100)}
+    assert not any("wide" in k for _, k in _dispatch.all_forward_kernels(a100))
+    W = _dispatch._plan_cols_wide
+    minb, minr = _dispatch.COLS_WIDE_MIN_BYTES, _dispatch.COLS_WIDE_MIN_ROW_BYTES
+    G = h100.sm_count * _dispatch.COLS_WIDE_BLOCKS_PER_SM
+    for dt in ("bfloat16", "float16"):
+        for log in (False, True):
+            for L, I in ((16000, 1500), (20000, 1100), (12000, 2500), (24000, 1502)):
+                f = _dispatch.fold_factor(I, dt, dt)
+                p = _dispatch.plan_cols(1, L, I, dt, dt, log, h100, 4 if I % 8 else 8, True, True)
+                assert p.kernel.startswith("softmax_cols_wide_finish") and p.fold == f > 1, (dt, L, I, p)
+                assert {p.pre_kernel, p.mid_kernel, p.kernel} <= names
+                g, rpc, pf = p.extra
+                assert pf == I * f * 2 // 16 and p.block == (-(-pf // 32) * 32,) and g * rpc >= L // f > (g - 1) * rpc
+                assert p.grid == p.pre_grid == (g,) and g <= G and p.ws_elems == 2 * (g * I * f + I)
+                assert p.mid_grid == (-(-I // 8),) and p.mid_block == (256,)
+                assert _dispatch.plan_cols(1, L, I, dt, dt, log, h100, 4, False, True).mid_kernel is None
+                assert _dispatch.plan_cols(1, L, I, dt, dt, log, a100, 4, True, True).mid_kernel is None
+            # bytes: L x I x 2 at the bound and one row of 16-byte packs below (I = 1500: f = 2)
+            L = -(-minb // (1500 * 2 * 2)) * 2
+            assert W(1, L, 1500, dt, dt, False, h100, True) is not None
+            assert W(1, L - 2, 1500, dt, dt, False, h100, True) is None
+            # row bytes (I = 1026: 2052 bytes, f = 4; I = 1022: 2044 bytes)
+            assert minr == 2048
+            assert W(1, 16000, 1026, dt, dt, False, h100, True) is not None
+            assert W(1, 16000, 1022, dt, dt, False, h100, True) is None
+            # packs of the folded row: I = 4092 (f = 2) 1023 packs; I = 4100 (f = 2) 1025
+            assert W(1, 8000, 4092, dt, dt, False, h100, True).block == (1024,)
+            assert W(1, 8000, 4100, dt, dt, False, h100, True) is None
+            # folded rows a block (G x COLS_WIDE_MIN_ROWS); the bytes bound lifted
+            lo = G * _dispatch.COLS_WIDE_MIN_ROWS * 2
+            import unittest.mock as um
+            with um.patch.object(_dispatch, "COLS_WIDE_MIN_BYTES", 0):
+                assert W(1, lo, 3000 + 4, dt, dt, False, h100, True) is not None
+                assert W(1, lo - 2, 3000 + 4, dt, dt, False, h100, True) is None
+            for args in ((1, 16001, 1500, dt, dt), (2, 16000, 1500, dt, dt), (1, 16000, 1504, dt, dt),
+                         (1, 16000, 1500, dt, "float32")):
+                assert W(*args, False, h100, True) is None, args
+    assert W(1, 16000, 1500, "float32", "float32", False, h100, True) is None  # (float32: 6000-byte rows, f = 1)
+    assert W(1, 16000, 1501, "float32", "float32", False, h100, True) is None
+
+
 def test_cols_split_fold_rules():
     """_plan_cols_split_fold: plan_cols takes the folded split stream on
     sm_90 for dense narrow-pack arrays that would otherwise stream split
@@ -587,8 +639,9 @@ def test_cols_split_fold_rules():
     enumeration lists it."""
     h100, a100 = _dispatch.DeviceInfo(132, 90), _dispatch.DeviceInfo(108, 80)
     names = {k for _, k in _dispatch.all_forward_kernels(h100)}
+    # (float16 (16384, 1500) takes the whole-width stream: test_cols_wide_rules)
     for dt, L, I, f in (("float32", 16384, 1001, 4), ("float32", 16384, 1002, 2), ("bfloat16", 16384, 1001, 8),
-                        ("float16", 16384, 1500, 2), ("bfloat16", 8192, 4095, 8), ("float32", 8000, 1001, 4),
+                        ("float16", 16384, 1001, 8), ("bfloat16", 8192, 4095, 8), ("float32", 8000, 1001, 4),
                         ("bfloat16", 6000, 3001, 8)):
         vec = _dispatch._pack_elems(dt, dt)
         while I % vec:

@@ -1374,6 +1374,67 @@ def test_cols_split_fold(dtype, out_dtype, log):
     check_forward(fn(xw[:, :, :I], axis=1), xh, axis=1, log=log, ctx=f"api sliced {(O, L, I)}")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_wide(dtype, log, monkeypatch):
+    """The whole-width split stream (softmax_cols_wide_*, _plan_cols_wide):
+    launched directly, its size bounds lifted, on small slabs at every fold
+    factor (I a multiple of 4 but not of the pack, of 2, odd; a folded row of
+    1024 packs), axes shorter than a batch of rows and not a multiple of the
+    blocks, special columns (NaN,
+    +inf, all -inf, one -inf; NaN in the reshaped row's last column), output
+    poisoned first; then, on sm_90, the public call on an array the
+    dispatcher sends to it, and a non-dense view of it (another plan)."""
+    import cupy as cp
+    from cusoftmax import _api
+    from cusoftmax._launch import Launch
+
+    dev = real_device_info()
+    if dev.cc < 90:
+        pytest.skip("the whole-width stream is sm_90 only (the dispatcher never takes it before)")
+    rng = np.random.default_rng(31)
+    fn = cusoftmax.log_softmax if log else cusoftmax.softmax
+    with monkeypatch.context() as mp:
+        mp.setattr(_dispatch, "COLS_WIDE_MIN_BYTES", 0)
+        mp.setattr(_dispatch, "COLS_WIDE_MIN_ROW_BYTES", 0)
+        mp.setattr(_dispatch, "COLS_WIDE_MIN_ROWS", 0)
+        seen = set()
+        for O, L, I in ((1, 2000, 36), (1, 600, 514), (1, 4000, 37), (1, 48, 1001), (1, 9, 1500), (1, 1001, 2500),
+                        (1, 5550, 36), (1, 16000, 37), (1, 200, 4092)):
+            f = _dispatch.fold_factor(I, dtype, dtype)
+            if L % f:
+                L += f - L % f
+            p = _dispatch._plan_cols_wide(O, L, I, dtype, dtype, log, dev, True)
+            assert p is not None and p.fold == f and p.mid_kernel, (O, L, I, p)
+            xh = _cols_special_input(rng, (O, L, I), dtype)
+            xh[:, :, I - 1] = np.nan
+            x = cp.asarray(xh)
+            y = cp.full((O, L, I), np.nan, dtype=np_dtype(dtype))
+            Launch(p, x.data.device_id).cols(x.data.ptr, y.data.ptr, O, L // f, I * f, L * I, I * f, L * I, I * f)
+            check_forward(y, xh, axis=1, log=log, ctx=f"{p.kernel} grid {p.grid} extra {p.extra} {(O, L, I)}")
+            seen.add(f)
+            del x, y
+        assert seen == {2, 4, 8}, seen
+        assert _dispatch._plan_cols_wide(1, 1000, 1024, dtype, dtype, log, dev, True) is None  # on the 16-byte grid
+        assert _dispatch._plan_cols_wide(1, 1000, 1000, dtype, dtype, log, dev, False) is None  # not dense
+        assert _dispatch._plan_cols_wide(2, 1000, 1000, dtype, dtype, log, dev, True) is None  # O > 1
+        assert _dispatch._plan_cols_wide(1, 1000, 1000, dtype, "float32", log, dev, True) is None
+    O, L, I = 1, 16000, 1500
+    auto = _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, 4, True, False)
+    assert auto.mid_kernel and auto.fold == 2, auto
+    xh = _cols_special_input(rng, (O, L, I), dtype)
+    x = cp.asarray(xh)
+    assert _api._prepare(x, 1, None, "auto", log, None).launch.plan.mid_kernel
+    y = cp.full((O, L, I), np.nan, dtype=np_dtype(dtype))
+    check_forward(fn(x, axis=1, out=y), xh, axis=1, log=log, ctx=f"api {(O, L, I)} {auto.kernel}")
+    xw = cp.empty((O, L, I + 8), dtype=x.dtype)  # rows of I + 8: not dense
+    xw[:, :, :I] = x
+    v = xw[:, :, :I]
+    assert not _api._prepare(v, 1, None, "auto", log, None).launch.plan.mid_kernel
+    check_forward(fn(v, axis=1), xh, axis=1, log=log, ctx=f"api sliced {(O, L, I)}")
+
+
 @pytest.mark.parametrize("dev", DEVS, ids=["H100", "A100"])
 def test_smem1_rows_plan(dev):
     """Many rows of 16-64 KiB (32-bit rows: 32-64 KiB) take softmax_smem one
