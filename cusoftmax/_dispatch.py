@@ -542,21 +542,25 @@ COLS_SPLIT_FOLD_UNROLL = 8
 #: 16-byte packs, at most COLS_WIDE_MAX_PACKS packs (a thread a pack column),
 #: streams twice in chunks of whole rows: COLS_WIDE_BLOCKS_PER_SM blocks an SM
 #: of at least COLS_WIDE_MIN_ROWS folded rows each, COLS_WIDE_UNROLL rows in
-#: flight a thread. H100, against the same data contiguous (exp/wide_try.py,
-#: kernels/wide_stream.txt): bfloat16 (16000, 1500) 1.49-1.55x against 1.92x
-#: (split stream, fold 2), (20000, 1100) against 1.91x, (12000, 2500) 1.58x
-#: against 1.78x (skewed sync kernel), (12000, 3500) 1.67x against 1.83x,
-#: (6000, 2500) 1.59x against 1.66x; float16 alike. Rows on the 16-byte grid
-#: stay on the sync kernel, far ahead there (bfloat16 (8192, 4096) 1.18x
-#: against 1.7x, (2500, 6000) 1.10x against 2.0x); rows of 600-1000 bytes lost
-#: (the partials grow with the grid); float32 won less and lost at (6000,
-#: 2500) and (16000, 3000).
+#: flight a thread. H100, softmax, time / the same data contiguous, against
+#: the plan it replaces (tools/layout_table.py with and without the rule,
+#: kernels/wide_stream.txt, the library runs): bfloat16 (16000, 1500) 1.52x
+#: against 1.92x (split stream, fold 2), (20000, 1100) 1.60x / 1.89x, (24000,
+#: 1502) 1.62x / 1.89x (fold 4), (50000, 1100) 1.56x / 1.69x, (12000, 2500)
+#: 1.60x / 1.76x (skewed sync kernel), (12000, 3500) 1.69x / 1.87x, (6000,
+#: 2500) 1.54x / 1.65x, (8400, 1500) 1.49x / 1.54x; float16 and log_softmax
+#: alike. The sync kernel stays ahead on shorter axes: (4300, 3500) 1.42x
+#: against 1.52x (2150 folded rows, 17 a block: hence COLS_WIDE_MIN_ROWS 20),
+#: (9000, 1500) within 3% either way. Rows on the 16-byte grid stay on the
+#: sync kernel, far ahead there (bfloat16 (8192, 4096) 1.18x against 1.7x);
+#: rows of 600-1000 bytes lost in the prototype (the partials grow with the
+#: grid); float32 won less there and lost at (6000, 2500) and (16000, 3000).
 COLS_WIDE_DTYPES = ("float16", "bfloat16")
 COLS_WIDE_MIN_BYTES = 24 << 20
 COLS_WIDE_MIN_ROW_BYTES = 2048
 COLS_WIDE_MAX_PACKS = 1024  # softmax.cu's COLS_WIDE_MAX_THREADS
 COLS_WIDE_BLOCKS_PER_SM = 1
-COLS_WIDE_MIN_ROWS = 16
+COLS_WIDE_MIN_ROWS = 20
 COLS_WIDE_UNROLL = 8
 COLS_WIDE_MERGE_THREADS = 256  # a warp a column
 #: Skewed packs (softmax_cols_cl's SK form, _choose_cols_skew): on sm_90, a
