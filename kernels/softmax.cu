@@ -27,9 +27,10 @@
 //                    per-column (max, sum) partials in a workspace, then a
 //                    second pass (reversed, re-reading from L2) that writes y.
 //   softmax_cols_wide_partial + _merge + _finish
-//                    the same layout, large 16-bit slabs of long rows: blocks
-//                    own chunks of whole rows (one contiguous range each),
-//                    per-column partials, their merge, then a second pass.
+//                    the same layout, large 16-bit slabs of long rows off
+//                    the 16-byte grid: blocks own chunks of whole rows (one
+//                    contiguous range each), per-column partials, their
+//                    merge, then a second pass.
 //   softmax_cols_sync  the same layout in one launch: the axis split over
 //                    co-resident blocks that hold their rows in registers and
 //                    meet at a per-tile barrier (one read of x, one write of y);
@@ -1181,10 +1182,13 @@ softmax_cols_split_finish(const T* __restrict__ x, U* __restrict__ y,
 //   finish:  re-reads its rows from the last (those the partial kernel read
 //            last: in L2 when it ends), evict-first in L2, and writes y with
 //            streaming (.cs) stores.
-// Workspace (float): part[G][If][2], then fin[I][2]. Three launches and no
-// co-residency; the dispatcher takes it for large 16-bit slabs of long rows
-// (COLS_WIDE_* in _dispatch.py), where a chunk's read is one contiguous range
-// instead of many 128-byte tile rows.
+// Workspace (float2): part[G][If], then fin[I]; the pairs move as 8-byte
+// words (as MD<float>, two 4-byte accesses a pair, the three launches took
+// 7-17 us longer on H100: kernels/wide_stream.txt, runs 8-9). Three launches
+// and no co-residency; the dispatcher takes it for large 16-bit slabs whose
+// rows are off the 16-byte grid (COLS_WIDE_* in _dispatch.py), where a
+// chunk's read is one contiguous range instead of many 128-byte tile rows
+// (split stream) or skewed packs in rounds (sync kernel).
 // ---------------------------------------------------------------------------
 #define COLS_WIDE_MAX_THREADS 1024
 template <typename T, int UNR>
