@@ -1309,8 +1309,9 @@ def _plan_cols_split_fold(O, L, I, in_dtype, out_dtype, log, dev) -> Optional[La
 def _plan_cols_wide(O, L, I, in_dtype, out_dtype, log, dev, dense) -> Optional[LaunchPlan]:
     """softmax_cols_wide_*: the slab (L, I) whose rows are off the 16-byte
     grid as (L / f, I x f) rows of whole 16-byte packs (f = fold_factor > 1),
-    streamed twice in chunks of whole rows (see COLS_WIDE_MIN_BYTES). A plan of the reshaped problem (``fold`` = f);
-    None where it does not apply. ``extra`` = (G, rows a block, packs a row)."""
+    streamed twice in chunks of whole rows (see COLS_WIDE_MIN_BYTES). A plan
+    of the reshaped problem (``fold`` = f); None where it does not apply.
+    ``extra`` = (G, rows a block, packs a row)."""
     if (dev.cc < 90 or not dense or O != 1 or in_dtype != out_dtype or in_dtype not in COLS_WIDE_DTYPES):
         return None
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
