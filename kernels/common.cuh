@@ -467,6 +467,19 @@ template <typename C, int NV> CSM_DEVICE void md_accumulate(MD<C>& acc, const C*
   acc.m = nm;
 }
 
+// Fold N packs of VEC columns (N rows of the same columns) into the columns'
+// running (max, sum): md[e] takes element e of every pack (md_accumulate).
+template <typename C, int N, typename T, int VEC>
+CSM_DEVICE void md_accumulate_packs(MD<C>* md, const Pack<T, VEC>* pk) {
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    C v[N];
+#pragma unroll
+    for (int u = 0; u < N; ++u) v[u] = to_compute<C>(pk[u].v[e]);
+    md_accumulate<C, N>(md[e], v);
+  }
+}
+
 // ----------------------------------------------------------------------------
 // Shuffles and reductions.
 // ----------------------------------------------------------------------------

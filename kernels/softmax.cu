@@ -1016,13 +1016,7 @@ softmax_cols_split_partial(const T* __restrict__ x, C* ws, unsigned* cnt, i64 O,
 #pragma unroll
         for (int u = 0; u < UNR; ++u) nxt[u] = load_pack<T, VEC>(xp + (UNR + u) * step);
       }
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        C v[UNR];
-#pragma unroll
-        for (int u = 0; u < UNR; ++u) v[u] = to_compute<C>(cur[u].v[e]);
-        md_accumulate<C, UNR>(md[e], v);
-      }
+      md_accumulate_packs<C, UNR>(md, cur);
 #pragma unroll
       for (int u = 0; u < UNR; ++u) cur[u] = nxt[u];
       l0 += (i64)NY * UNR;
@@ -1031,11 +1025,7 @@ softmax_cols_split_partial(const T* __restrict__ x, C* ws, unsigned* cnt, i64 O,
     }
     for (; l0 < le; l0 += NY, xp += step) {  // the last rows, one at a time
       const P p = load_pack<T, VEC>(xp);
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        const C v = to_compute<C>(p.v[e]);
-        md_accumulate<C, 1>(md[e], &v);
-      }
+      md_accumulate_packs<C, 1>(md, &p);
     }
   }
   const i64 i0 = (t % tiles_i) * W;  // first column of the tile
@@ -1209,21 +1199,11 @@ softmax_cols_wide_partial(const T* __restrict__ x, float2* __restrict__ part, i6
     Pack<T, PACK> pk[UNR];
 #pragma unroll
     for (int u = 0; u < UNR; ++u) pk[u] = load_pack<T, PACK>(xp + (r + u) * rs);
-#pragma unroll
-    for (int e = 0; e < PACK; ++e) {
-      float v[UNR];
-#pragma unroll
-      for (int u = 0; u < UNR; ++u) v[u] = to_compute<float>(pk[u].v[e]);
-      md_accumulate<float, UNR>(acc[e], v);
-    }
+    md_accumulate_packs<float, UNR>(acc, pk);
   }
   for (; r < r1; ++r) {
     const Pack<T, PACK> pk = load_pack<T, PACK>(xp + r * rs);
-#pragma unroll
-    for (int e = 0; e < PACK; ++e) {
-      const float v[1] = {to_compute<float>(pk.v[e])};
-      md_accumulate<float, 1>(acc[e], v);
-    }
+    md_accumulate_packs<float, 1>(acc, &pk);
   }
   float2* o = part + (i64)blockIdx.x * rs + (i64)p * PACK;  // (8-byte stores)
 #pragma unroll
