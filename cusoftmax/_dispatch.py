@@ -423,6 +423,32 @@ COLS_CL_SMALL_NARROW_NR = (8, 16)
 COLS_CL_SMALL_NARROW_DIV = 4
 COLS_SYNC_SMALL = True
 COLS_SYNC_SMALL_SEGMENT = 64
+#: Filled cluster grids: a same-dtype 16-bit array of 16-byte packs, at most
+#: COLS_CL_FILL_MAX_BYTES, whose axis has at most COLS_CL_FILL_MAX_L rows and
+#: whose plan (after the rules above) is a sync plan loading the SMs unevenly
+#: (the busiest SM holds over COLS_CL_FILL_IMBALANCE x the mean of blocks: a
+#: grid of 1.1-2.3 x SMs, or under 0.8 x SMs) or a cluster plan of under 0.8 x
+#: SMs blocks, takes the softmax_cols_cl plan (clusters of
+#: COLS_CL_CLUSTERS, NR of COLS_CL_NR) with COLS_CL_FILL_BLOCKS (low, high) x
+#: SMs blocks, the widest tiles of COLS_CL_FILL_SEGMENTS first, then the
+#: fewest rows a thread (for a cluster plan, only one with more blocks). H100
+#: (exp/oracle.py, every plan the plan functions build on the layout sweep's
+#: shapes over 1.5x, then tools/layout_table.py with the rule on and off;
+#: kernels/cl_fill.txt): softmax / log_softmax, bfloat16 and float16, (2000,
+#: 1200) 1.63-1.75x -> 1.33-1.45x, (3000, 768) 1.61-1.77x -> 1.34-1.47x,
+#: (2000, 3000) 1.49-1.63x -> 1.31-1.37x, (6000, 384) 1.64-1.66x ->
+#: 1.43-1.54x, (3000, 640) 1.59-1.69x -> 1.45-1.53x. Sync plans of up to SMs
+#: blocks stay: the cluster plan lost there ((6000, 640) 1.41-1.60x ->
+#: 1.59-1.72x, (2000, 2048) 1.33-1.37x -> 1.45-1.48x), as it did on longer axes
+#: (float16 (16000, 256) 1.47x -> 1.76x) and for float32 ((2000, 512) in the
+#: COLS_CL_SMALL note).
+COLS_CL_FILL = True
+COLS_CL_FILL_DTYPES = ("float16", "bfloat16")
+COLS_CL_FILL_MAX_BYTES = 12 << 20
+COLS_CL_FILL_MAX_L = 6000
+COLS_CL_FILL_IMBALANCE = 1.25
+COLS_CL_FILL_BLOCKS = (0.9, 2.5)
+COLS_CL_FILL_SEGMENTS = (128, 64, 32)
 #: Narrow packs: a unit-stride axis (or a stride, or a pointer) that is not a
 #: multiple of 16 bytes, e.g. (1000, 1001) or 16-bit (700, 1500), gives packs
 #: of 8, 4 or 2 bytes or scalars. Same-dtype float16 / bfloat16 / float32 on
@@ -1495,6 +1521,37 @@ def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional
     return None
 
 
+def _blocks(p: LaunchPlan) -> int:
+    """Blocks of a plan's main grid."""
+    return p.grid[0] * (p.grid[1] if len(p.grid) > 1 else 1)
+
+
+def _cols_cl_fill(p, O, L, I, in_dtype, out_dtype, log, dev, vec) -> LaunchPlan:
+    """``p`` (the cluster or sync plan of a 16-byte-pack axis), or the
+    filled-grid softmax_cols_cl plan in its place (see COLS_CL_FILL) where
+    ``p``'s blocks load the SMs unevenly (the busiest SM holds over
+    COLS_CL_FILL_IMBALANCE x the mean: more blocks than SMs but not about a
+    multiple, or fewer than SMs / COLS_CL_FILL_IMBALANCE), ``p`` is a sync
+    plan or a cluster plan of fewer blocks than SMs, and a cluster plan of COLS_CL_FILL_BLOCKS x SMs
+    blocks exists (more than ``p``'s, for a cluster plan)."""
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    if (not COLS_CL_FILL or dev.cc < 90 or in_dtype != out_dtype or in_dtype not in COLS_CL_FILL_DTYPES
+            or vec * isz != VECTOR_BYTES or L > COLS_CL_FILL_MAX_L or O * L * I * isz > COLS_CL_FILL_MAX_BYTES
+            or p.fold != 1):
+        return p
+    b, sms = _blocks(p), dev.sm_count
+    if (_cdiv(b, sms) * sms <= COLS_CL_FILL_IMBALANCE * b
+            or not (p.sync or (p.kernel.startswith("softmax_cols_cl<") and b < sms))):
+        return p
+    lo, hi = (f * sms for f in COLS_CL_FILL_BLOCKS)
+    for seg in COLS_CL_FILL_SEGMENTS:
+        for nr in COLS_CL_NR:
+            q = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=nr, segment=seg)
+            if q is not None and lo <= _blocks(q) <= hi and (p.sync or _blocks(q) > b):
+                return q
+    return p
+
+
 def _cols_few_blocks(O, L, I, in_dtype, dev, blocks, div=None) -> bool:
     """Whether an (O, L, I) array of at most COLS_CL_SMALL_MAX_BYTES has a plan
     of at most SMs / ``div`` blocks (default COLS_CL_SMALL_DIV[itemsize]; no
@@ -1629,7 +1686,8 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
             return nw if nw is not None else _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec)
         cl = _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec)
         if cl is not None:
-            return _cols_cl_small(cl, O, L, I, in_dtype, out_dtype, log, dev, vec)
+            return _cols_cl_fill(_cols_cl_small(cl, O, L, I, in_dtype, out_dtype, log, dev, vec),
+                                 O, L, I, in_dtype, out_dtype, log, dev, vec)
         sy = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec)
         if sy is not None:
             tx_, splits, tiles_, nr_ = sy.extra
@@ -1640,7 +1698,8 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
                     if wide is not None and wide.extra[1] <= COLS_SYNC_SEGMENT_MAX_SPLITS:
                         return wide
                 sm = _cols_cl_small(sy, O, L, I, in_dtype, out_dtype, log, dev, vec)
-                return sm if sm is not sy else _cols_sync_small(sy, O, L, I, in_dtype, out_dtype, log, dev, vec)
+                sm = sm if sm is not sy else _cols_sync_small(sy, O, L, I, in_dtype, out_dtype, log, dev, vec)
+                return _cols_cl_fill(sm, O, L, I, in_dtype, out_dtype, log, dev, vec)
         st = None
         if (in_dtype, out_dtype) in COLS_STAGED_PAIRS:
             st = _plan_cols_staged(O, L, I, T, U, LG, isz, osz, wide_c, dev, vec)

@@ -577,6 +577,73 @@ def test_cols_sync_skew_rules():
     assert _dispatch._choose_cols_sync_skew(1, 100, 1001, "float32", "float32", False, h100) is None  # < a block
 
 
+def test_cols_cl_fill_rules():
+    """_cols_cl_fill: on sm_90, a same-dtype 16-bit array of 16-byte packs
+    within COLS_CL_FILL_MAX_BYTES and COLS_CL_FILL_MAX_L whose plan loads the
+    SMs unevenly (a sync plan of 1.1-2.3 x SMs blocks or under SMs / 1.25, a
+    cluster plan of under SMs / 1.25) takes the cluster plan of 0.9-2.5 x SMs
+    blocks (widest tiles, then fewest rows a thread); sync plans of about a
+    multiple of SMs blocks, cluster plans of SMs / 1.25 blocks and more, float32,
+    narrow packs, longer axes, larger arrays and sm_80 keep their plans, as
+    does everything with COLS_CL_FILL off. Every plan it gives is in the
+    compile-check enumeration."""
+    h100, a100 = _dispatch.DeviceInfo(132, 90, 232448), _dispatch.DeviceInfo(108, 80, 167936)
+    names = {k for _, k in _dispatch.all_forward_kernels(h100)}
+    P = _dispatch.plan_cols
+
+    def off(*a):
+        old = _dispatch.COLS_CL_FILL
+        _dispatch.COLS_CL_FILL = False
+        try:
+            return P(*a)
+        finally:
+            _dispatch.COLS_CL_FILL = old
+
+    def lifted(*a):  # the axis and bytes bounds lifted
+        old = _dispatch.COLS_CL_FILL_MAX_L, _dispatch.COLS_CL_FILL_MAX_BYTES
+        _dispatch.COLS_CL_FILL_MAX_L, _dispatch.COLS_CL_FILL_MAX_BYTES = 1 << 40, 1 << 40
+        try:
+            return P(*a)
+        finally:
+            _dispatch.COLS_CL_FILL_MAX_L, _dispatch.COLS_CL_FILL_MAX_BYTES = old
+
+    blocks = _dispatch._blocks
+    lo, hi = (f * h100.sm_count for f in _dispatch.COLS_CL_FILL_BLOCKS)
+    for dt in ("bfloat16", "float16"):
+        for log in (False, True):
+            # (shape, the plan without the rule): sync at 304 / 188 / 72 blocks, a cluster plan at 80
+            for (L, I), was in (((2000, 1200), "sync"), ((2000, 3000), "sync"), ((6000, 384), "sync"),
+                                ((3000, 640), "cl")):
+                a = (1, L, I, dt, dt, log, h100, 8, True, False)
+                p, q = P(*a), off(*a)
+                assert q.kernel.startswith(f"softmax_cols_{was}<"), (L, I, q)
+                assert p.kernel.startswith("softmax_cols_cl<") and lo <= blocks(p) <= hi, (L, I, p)
+                assert p.kernels()[0] in names and p.cluster == 1 and p.fold == 1
+                if was == "cl":
+                    assert blocks(p) > blocks(q)
+                assert P(1, L, I, dt, dt, log, a100, 8, True, False) == off(1, L, I, dt, dt, log, a100, 8, True, False)
+            # even loads stay: sync at 128 (2000, 2048), 120 (6000, 640), 384 (3000, 1000) blocks;
+            # a cluster plan of 256 (1000, 4096) and 188 (1000, 3000) blocks
+            for L, I in ((2000, 2048), (6000, 640), (3000, 1000), (1000, 4096), (1000, 3000), (2048, 1024)):
+                a = (1, L, I, dt, dt, log, h100, 8, True, False)
+                assert P(*a) == off(*a), (L, I)
+            # bounds: the axis (COLS_CL_FILL_MAX_L) and the bytes (COLS_CL_FILL_MAX_BYTES)
+            assert _dispatch.COLS_CL_FILL_MAX_L == 6000 and _dispatch.COLS_CL_FILL_MAX_BYTES == 12 << 20
+            p = P(1, 6000, 384, dt, dt, log, h100, 8, True, False)
+            assert p != off(1, 6000, 384, dt, dt, log, h100, 8, True, False)
+            a = (1, 6008, 384, dt, dt, log, h100, 8, True, False)
+            assert P(*a) == off(*a) and P(*a) != lifted(*a)
+            a = (1, 2000, 3000, dt, dt, log, h100, 8, True, False)  # 12 000 000 bytes: in
+            assert P(*a) != off(*a)
+            a = (1, 2000, 3200, dt, dt, log, h100, 8, True, False)  # 12 800 000 bytes: out
+            assert P(*a) == off(*a) and P(*a) != lifted(*a)
+            # narrow packs (8-byte) and float32 keep their plans
+            a = (1, 2000, 1200, dt, dt, log, h100, 4, True, False)
+            assert P(*a) == off(*a)
+        a = (1, 2000, 1200, "float32", "float32", False, h100, 4, True, False)
+        assert P(*a) == off(*a)
+
+
 def test_cols_wide_rules():
     """_plan_cols_wide: plan_cols takes the whole-width split stream on sm_90
     for one dense slab of float16 / bfloat16 (same dtype out) whose rows are

@@ -1435,6 +1435,39 @@ def test_cols_wide(dtype, log, monkeypatch):
     check_forward(fn(v, axis=1), xh, axis=1, log=log, ctx=f"api sliced {(O, L, I)}")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_cl_fill(dtype, log, monkeypatch):
+    """The filled-grid cluster plans (_cols_cl_fill): on sm_90, the public
+    call on arrays the rule sends to a cluster plan in place of a sync plan
+    (uneven grids of 304 / 188 / 72 blocks) or of a cluster plan of 80
+    blocks, with special columns, output poisoned first, asserting the plan
+    the call took."""
+    import cupy as cp
+    from cusoftmax import _api
+
+    dev = real_device_info()
+    if dev.cc < 90:
+        pytest.skip("cluster plans are sm_90 only")
+    rng = np.random.default_rng(37)
+    fn = cusoftmax.log_softmax if log else cusoftmax.softmax
+    for O, L, I in ((1, 2000, 1200), (1, 2000, 3000), (1, 6000, 384), (1, 3000, 640)):
+        xh = _cols_special_input(rng, (O, L, I), dtype)
+        x = cp.asarray(xh)
+        plan = _api._prepare(x, 1, None, "auto", log, None).launch.plan
+        lo, hi = (f * dev.sm_count for f in _dispatch.COLS_CL_FILL_BLOCKS)
+        assert plan == _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, 8, True, False), (O, L, I, plan)
+        if dev.sm_count == 132:  # (H100 SXM / H200: the rule's measured device; elsewhere the grids differ)
+            assert plan.kernel.startswith("softmax_cols_cl<") and lo <= _dispatch._blocks(plan) <= hi, (O, L, I, plan)
+            monkeypatch.setattr(_dispatch, "COLS_CL_FILL", False)
+            assert _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, 8, True, False) != plan
+            monkeypatch.setattr(_dispatch, "COLS_CL_FILL", True)
+        y = cp.full((O, L, I), np.nan, dtype=np_dtype(dtype))
+        check_forward(fn(x, axis=1, out=y), xh, axis=1, log=log, ctx=f"api {(O, L, I)} {plan.kernel} grid {plan.grid}")
+        del x, y
+
+
 @pytest.mark.parametrize("dev", DEVS, ids=["H100", "A100"])
 def test_smem1_rows_plan(dev):
     """Many rows of 16-64 KiB (32-bit rows: 32-64 KiB) take softmax_smem one
