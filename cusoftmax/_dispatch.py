@@ -1639,7 +1639,9 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     would take COLS_FOLD_NARROW_ROUNDS rounds), and where the narrow-pack plans would stream
     split, the folded split stream (``_plan_cols_split_fold``). Small
     arrays whose cluster or sync plan has few blocks take narrower tiles
-    (``_cols_cl_small``, ``_cols_sync_small``). ``skew``:
+    (``_cols_cl_small``, ``_cols_sync_small``), and small and mid 16-bit
+    arrays whose plan loads the SMs unevenly a filled cluster grid
+    (``_cols_cl_fill``). ``skew``:
     x's and y's rows (and slabs) are off the 16-byte grid alike (same offset
     modulo the pack), so narrow-pack arrays may take skewed packs
     (``_choose_cols_skew``) or the sync kernel's skewed form
