@@ -1430,7 +1430,7 @@ def _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[Lau
         elif isz == 2 and nbytes > COLS_CL_HALF_16_C4_MAX_BYTES:
             most = 2
         if (half is not None and half.extra[1] <= most
-                and half.grid[0] * half.grid[1] >= COLS_CL_HALF_MIN_BLOCKS * dev.sm_count):
+                and _blocks(half) >= COLS_CL_HALF_MIN_BLOCKS * dev.sm_count):
             return half
     if not big:
         return cl
@@ -1481,6 +1481,11 @@ def _choose_cols_sync_skew(O, L, I, in_dtype, out_dtype, log, dev) -> Optional[L
     return p
 
 
+def _blocks(p: LaunchPlan) -> int:
+    """Blocks of a plan's main grid."""
+    return p.grid[0] * (p.grid[1] if len(p.grid) > 1 else 1)
+
+
 def _sync_rounds(p: LaunchPlan) -> int:
     """Rounds of a softmax_cols_sync plan: its tiles x splits items over its grid."""
     return _cdiv(p.extra[2] * p.extra[1], p.grid[0])
@@ -1500,7 +1505,7 @@ def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional
         p = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=nr, v=v, segment=COLS_NARROW_SEGMENT)
         if p is None or (nr > 16 and p.extra[1] == 1):  # (NR 32 alone spills at 2 blocks an SM)
             continue
-        blocks = p.grid[0] * p.grid[1]
+        blocks = _blocks(p)
         if blocks >= COLS_NARROW_MIN_BLOCKS * dev.sm_count:  # the first with enough blocks
             best = (blocks, v, nr)
             break
@@ -1519,11 +1524,6 @@ def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional
             and _sync_rounds(sy) <= COLS_NARROW_SYNC_MAX_ROUNDS):
         return sy
     return None
-
-
-def _blocks(p: LaunchPlan) -> int:
-    """Blocks of a plan's main grid."""
-    return p.grid[0] * (p.grid[1] if len(p.grid) > 1 else 1)
 
 
 def _cols_cl_fill(p, O, L, I, in_dtype, out_dtype, log, dev, vec) -> LaunchPlan:
@@ -1570,7 +1570,7 @@ def _cols_cl_small(p, O, L, I, in_dtype, out_dtype, log, dev, vec, v=None, nrs=N
     (8; 6 or 8 of COLS_NARROW_CLUSTERS for the narrow-pack form: ``v``,
     ``nrs``, ``div``, ``clusters``) at an NR of COLS_CL_SMALL_NR, where that
     has more blocks than ``p``."""
-    blocks = p.grid[0] * (p.grid[1] if len(p.grid) > 1 else 1)
+    blocks = _blocks(p)
     if not COLS_CL_SMALL or in_dtype != out_dtype or not _cols_few_blocks(O, L, I, in_dtype, dev, blocks, div):
         return p
     for seg in COLS_CL_SMALL_SEGMENTS:
@@ -1579,7 +1579,7 @@ def _cols_cl_small(p, O, L, I, in_dtype, out_dtype, log, dev, vec, v=None, nrs=N
             q = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=nr, segment=seg, v=v, minb=minb,
                               clusters=clusters)
             if q is not None and q.extra[1] > 4:  # (the smallest cluster holding the axis: 6 or 8)
-                return q if q.grid[0] * q.grid[1] > blocks else p
+                return q if _blocks(q) > blocks else p
     return p
 
 
