@@ -68,8 +68,8 @@ def timed_calls(fn, x, xc, y, cols, r, dt, log, plans) -> tuple:
     fs = {"contig": lambda: fn(xc, axis=-1), "auto": lambda: fn(x, axis=1, out=y)}
     bad = [] if check(fs["auto"]) else ["auto"]
     for name, p in plans.items():
-        ln = Launch(p, x.data.device_id)
-        call = (lambda ln=ln: ln.cols(x.data.ptr, y.data.ptr, O, L, I, L * I, I, L * I, I))
+        ln, f = Launch(p, x.data.device_id), p.fold  # (a folded plan runs on (L / f, I x f), as the library launches it)
+        call = (lambda ln=ln, f=f: ln.cols(x.data.ptr, y.data.ptr, O, L // f, I * f, L * I, I * f, L * I, I * f))
         if not check(call):
             bad.append(name)
         fs[name] = call
