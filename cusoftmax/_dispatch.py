@@ -428,20 +428,20 @@ COLS_SYNC_SMALL_SEGMENT = 64
 #: whose plan (after the rules above) is a sync plan loading the SMs unevenly
 #: (the busiest SM holds over COLS_CL_FILL_IMBALANCE x the mean of blocks: a
 #: grid of 1.1-2.3 x SMs, or under 0.8 x SMs) or a cluster plan of under 0.8 x
-#: SMs blocks, takes the softmax_cols_cl plan (clusters of
-#: COLS_CL_CLUSTERS, NR of COLS_CL_NR) with COLS_CL_FILL_BLOCKS (low, high) x
-#: SMs blocks, the widest tiles of COLS_CL_FILL_SEGMENTS first, then the
-#: fewest rows a thread (for a cluster plan, only one with more blocks). H100
-#: (exp/oracle.py, every plan the plan functions build on the layout sweep's
-#: shapes over 1.5x, then tools/layout_table.py with the rule on and off;
-#: kernels/cl_fill.txt): softmax / log_softmax, bfloat16 and float16, (2000,
-#: 1200) 1.63-1.75x -> 1.33-1.45x, (3000, 768) 1.61-1.77x -> 1.34-1.47x,
-#: (2000, 3000) 1.49-1.63x -> 1.31-1.37x, (6000, 384) 1.64-1.66x ->
-#: 1.43-1.54x, (3000, 640) 1.59-1.69x -> 1.45-1.53x. Sync plans of up to SMs
-#: blocks stay: the cluster plan lost there ((6000, 640) 1.41-1.60x ->
-#: 1.59-1.72x, (2000, 2048) 1.33-1.37x -> 1.45-1.48x), as it did on longer axes
-#: (float16 (16000, 256) 1.47x -> 1.76x) and for float32 ((2000, 512) in the
-#: COLS_CL_SMALL note).
+#: SMs blocks, takes the softmax_cols_cl plan (clusters of COLS_CL_CLUSTERS,
+#: NR of COLS_CL_NR) with COLS_CL_FILL_BLOCKS (low, high) x SMs blocks, the
+#: widest tiles of COLS_CL_FILL_SEGMENTS first, then the fewest rows a thread
+#: (for a cluster plan, only one with more blocks). H100 (an oracle, now
+#: tools/cols_oracle.py: every plan the plan functions build, on the layout
+#: sweep's shapes over 1.5x; then tools/layout_table.py with the rule on and
+#: off, kernels/cl_fill.txt runs 7-8), softmax / log_softmax, bfloat16 and
+#: float16: (2000, 1200) 1.63-1.77x -> 1.33-1.48x, (3000, 768) 1.61-1.77x ->
+#: 1.34-1.47x, (2000, 3000) 1.47-1.63x -> 1.30-1.37x, (6000, 384) 1.64-1.77x
+#: -> 1.43-1.54x, (3000, 640) 1.59-1.80x -> 1.45-1.58x. Sync plans of up to
+#: SMs blocks stay: the cluster plan lost there ((6000, 640) 1.41-1.60x ->
+#: 1.59-1.72x, (2000, 2048) 1.33-1.37x -> 1.45-1.48x), as it did on longer
+#: axes (float16 (16000, 256) 1.47x -> 1.76x) and for float32 ((2000, 512) in
+#: the COLS_CL_SMALL note).
 COLS_CL_FILL = True
 COLS_CL_FILL_DTYPES = ("float16", "bfloat16")
 COLS_CL_FILL_MAX_BYTES = 12 << 20
@@ -1532,8 +1532,9 @@ def _cols_cl_fill(p, O, L, I, in_dtype, out_dtype, log, dev, vec) -> LaunchPlan:
     ``p``'s blocks load the SMs unevenly (the busiest SM holds over
     COLS_CL_FILL_IMBALANCE x the mean: more blocks than SMs but not about a
     multiple, or fewer than SMs / COLS_CL_FILL_IMBALANCE), ``p`` is a sync
-    plan or a cluster plan of fewer blocks than SMs, and a cluster plan of COLS_CL_FILL_BLOCKS x SMs
-    blocks exists (more than ``p``'s, for a cluster plan)."""
+    plan or a cluster plan of fewer blocks than SMs, and a cluster plan of
+    COLS_CL_FILL_BLOCKS x SMs blocks exists (more than ``p``'s, for a
+    cluster plan)."""
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
     if (not COLS_CL_FILL or dev.cc < 90 or in_dtype != out_dtype or in_dtype not in COLS_CL_FILL_DTYPES
             or vec * isz != VECTOR_BYTES or L > COLS_CL_FILL_MAX_L or O * L * I * isz > COLS_CL_FILL_MAX_BYTES
