@@ -16,8 +16,6 @@ launches the folded plans reshaped, as the library does (the experiment launched
 """
 import argparse, itertools, re, subprocess, sys
 
-import numpy as np
-
 ISZ = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
@@ -105,38 +103,16 @@ def prepare(names, workers=14):
 
 def run_case(dt, O, L, I, log, rounds, bad_k):
     import cusoftmax as cs
-    from cusoftmax._launch import Launch, device_info
+    from cusoftmax._launch import device_info
     from tune import min_over_rounds
-    from cols_harness import case, err_of, TOL
+    from cols_harness import case, timed_calls
     dev = device_info(0)
     cands = candidates(O, L, I, dt, log, dev)
     plans = {n: p for n, p in cands if n != "auto" and not set(p.kernels()) & bad_k}
     auto = dict(cands)["auto"]
     fn = cs.log_softmax if log else cs.softmax
     x, xc, y, cols, r = case(O, L, I, dt, log)
-
-    def check(call):
-        y.fill(np.nan)
-        call()
-        return err_of(y, r, cols, log) <= TOL[dt]
-
-    fs = {"contig": lambda: fn(xc, axis=-1), "auto": lambda: fn(x, axis=1, out=y)}
-    wrong = [] if check(fs["auto"]) else ["auto"]
-    for name, p in plans.items():
-        f = p.fold
-        ln = Launch(p, x.data.device_id)
-        call = (lambda ln=ln, f=f: ln.cols(x.data.ptr, y.data.ptr, O, L // f, I * f, L * I, I * f, L * I, I * f))
-        try:
-            ok = check(call)
-        except Exception as e:
-            if "CUDA_ERROR" in str(e) or "cudaError" in str(e):
-                raise
-            print(f"    (not run: {name}: {str(e)[:120]})", flush=True)
-            continue
-        if ok:
-            fs[name] = call
-        else:
-            wrong.append(name)
+    fs, wrong = timed_calls(fn, x, xc, y, cols, r, dt, log, plans, skip=True)
     ts = min_over_rounds(fs, rounds)
     c, au = ts.pop("contig"), ts.pop("auto")
     good = sorted((t, k) for k, t in ts.items())
