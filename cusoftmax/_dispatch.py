@@ -318,6 +318,22 @@ COLS_SYNC_BALANCE_MIN_ROUNDS = 2
 #: 4096) 1.27x against 1.21x).
 COLS_SYNC_SEGMENT = {4: 256}
 COLS_SYNC_SEGMENT_MAX_SPLITS = 32
+#: Dense slabs whose rows are off the 32-byte sector grid (I x itemsize not a
+#: multiple of 32: a tile's row then touches one sector more than it holds)
+#: take those tiles at up to COLS_SYNC_SEGMENT_OFF_SECTOR_MAX_SPLITS splits:
+#: the extra sector is paid once a 256 bytes, not once a 128. H100
+#: (tools/layout_table.py with and without, COLS_SYNC_SEGMENT_MAX_SPLITS=64
+#: for all; kernels/fill4.txt), float32 against the same data contiguous:
+#: (12000, 2500) 1.61-1.65x -> 1.44-1.52x, (12000, 3500) 1.70-1.76x ->
+#: 1.46-1.53x, (16000, 1500) 1.59-1.63x -> 1.46-1.51x, (16000, 3500)
+#: 1.88-1.93x -> 1.56-1.60x, (12000, 4100) 1.69-1.73x -> 1.43-1.49x; rows
+#: on the grid lost ((12000, 1000) 1.19-1.21x -> 1.37-1.40x, (12000, 2048)
+#: 1.17-1.20x -> 1.28-1.32x), as did a plan taking over
+#: COLS_SYNC_SEGMENT_OFF_SECTOR_MAX_ROUNDS x the 128-byte plan's rounds
+#: ((12000, 700): 3 rounds for 2, 1.38-1.39x -> 1.46-1.47x; (12000, 4100)
+#: took 13 for 12 and won).
+COLS_SYNC_SEGMENT_OFF_SECTOR_MAX_SPLITS = 64
+COLS_SYNC_SEGMENT_OFF_SECTOR_MAX_ROUNDS = 1.25
 #: Strided axes in one launch without a grid barrier (softmax_cols_cl, sm_90):
 #: a thread-block cluster of COLS_CL_CLUSTERS blocks is one tile, each block
 #: holding NR packs a thread of its rows in registers, the blocks' per-column
@@ -510,6 +526,42 @@ COLS_NARROW_PACK_BYTES = 8
 COLS_NARROW_MIN_BLOCKS = 1.25
 COLS_NARROW_SYNC_NR = 32
 COLS_NARROW_SYNC_MAX_ROUNDS = 2
+#: Tiles of 4-byte packs (_cols_fill4): an array of COLS_FILL4_DTYPES of at
+#: least COLS_FILL4_MIN_BYTES whose plan has under COLS_FILL4_MAX_BLOCKS x
+#: SMs blocks (16-bit: the narrow-pack cluster plan of 8-byte packs, after
+#: the small-array form; float32: the cluster or sync plan of 16-byte packs,
+#: after the small-array forms) takes the cluster plan of 4-byte packs
+#: (16-bit pairs, float32 scalars) on full COLS_FILL4_SEGMENT-byte tiles (8
+#: lanes a row) at NR COLS_FILL4_NR, in the smallest cluster of
+#: COLS_NARROW_CLUSTERS that holds the axis (so axes of at most 4096 rows),
+#: where that has at least as many blocks and at most COLS_FILL4_MAX_GRID x
+#: SMs (one wave: 3 blocks an SM, less what clusters of 8 leave unplaced; a
+#: block holds 512 rows of 32 bytes, so arrays of at most 5.9 MB).
+#: Found by tools/cols_oracle.py (every plan the plan functions build; these
+#: were among the best at 2000-4000 rows). H100 (tools/layout_table.py with
+#: and without, COLS_FILL4=False; kernels/fill4.txt), against the same data
+#: contiguous: 16-bit (4000, 300) bfloat16 1.69-1.82x -> 1.38-1.48x, float16
+#: 2.04-2.07x -> 1.44-1.49x; (3000, 500) 1.62-1.87x -> 1.37-1.41x; (2500,
+#: 500) 1.65-1.99x -> 1.29-1.48x; (4000, 180) 1.48-1.55x -> 1.29-1.34x;
+#: (4000, 100) (the same 56 blocks; 8-byte packs on 4-lane tiles were
+#: slower) 1.51-1.56x -> 1.38-1.40x; float32 (3000, 160) 1.60-1.61x ->
+#: 1.31x, (3000, 256) 1.52-1.56x -> 1.32x, (2500, 256) 1.46-1.48x ->
+#: 1.20-1.23x, (4000, 200) 1.46x -> 1.25-1.29x, (1000, 128) 1.20-1.23x ->
+#: 1.11-1.12x; log_softmax alike; ties at (1000, 1000) (1.23-1.26x against
+#: 1.24-1.27x) and (2000, 512) (1.34-1.35x against 1.33x; log_softmax 1.36x
+#: against 1.42x). Kept from it: plans
+#: of SMs blocks and more ((2000, 1500), 192 blocks: 1.42-1.45x against
+#: 1.74-1.84x with 4-byte packs), grids over COLS_FILL4_MAX_GRID ((4000, 780),
+#: 392 blocks in 49 clusters of 8: 1.61-1.71x against 1.74-1.88x), NR 32
+#: ((8000, 20): 1.37-1.43x against 1.62-1.71x) and arrays under
+#: COLS_FILL4_MIN_BYTES ((3000, 36) float16 1.37-1.39x against 1.44-1.48x).
+COLS_FILL4 = True
+COLS_FILL4_DTYPES = ("bfloat16", "float16", "float32")
+COLS_FILL4_MIN_BYTES = 256 << 10
+COLS_FILL4_MAX_BLOCKS = 1.0
+COLS_FILL4_MAX_GRID = 2.75
+COLS_FILL4_SEGMENT = 32
+COLS_FILL4_NR = 16
 #: Folded axes: a unit-stride length I that is not a multiple of the 16-byte
 #: pack, on dense slabs with aligned pointers (e.g. (4000, 1001)), runs
 #: softmax_cols_sync with 16-byte packs on the slab read as (L / f, I x f),
@@ -609,6 +661,19 @@ COLS_SKEW_MIN_ROW_BYTES = {2: 6000}
 COLS_SKEW_MIN_BYTES = 8 << 20
 COLS_SKEW_PACK_BYTES = {2: 8, 4: 16}  # (float32: the experiments')
 COLS_SKEW_NR = (8, 16)
+#: Axes of at least COLS_SKEW_ONLY_WIDER_MIN_L rows take it only where its
+#: packs are wider than the axis's own (``vec``): a 16-bit axis of a
+#: multiple of 4 elements has 8-byte packs already, and skewed ones of that
+#: width load two packs a row more than they write; they take the narrow
+#: plans (8-byte packs, NR 32, clusters of 3-4). H100 (tools/layout_table.py
+#: with and without, COLS_SKEW_ONLY_WIDER=False; kernels/narrow_fill.txt),
+#: softmax against the same data contiguous: (1500, 3500) 1.71-1.73x ->
+#: 1.30-1.35x, (1200, 12004) 1.87-1.95x -> 1.32-1.40x, (1800, 4004)
+#: 1.66-1.70x -> 1.52-1.62x; log_softmax alike. Shorter axes keep it: its
+#: NR 8 clusters of 8 tied or won there ((1000, 4500) float16 1.40x against
+#: 1.52x, (500, 12004) 1.44-1.53x against 1.39-1.53x).
+COLS_SKEW_ONLY_WIDER = True
+COLS_SKEW_ONLY_WIDER_MIN_L = 1200
 #: Skewed 16-byte packs in the sync kernel (softmax_cols_sync's SK form,
 #: _choose_cols_sync_skew): on sm_90, a same-dtype array of
 #: COLS_SYNC_SK_DTYPES whose unit-stride axis is off the 16-byte grid but
@@ -1441,15 +1506,18 @@ def _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[Lau
     return None
 
 
-def _choose_cols_skew(O, L, I, in_dtype, out_dtype, log, dev) -> Optional[LaunchPlan]:
+def _choose_cols_skew(O, L, I, in_dtype, out_dtype, log, dev, vec=1) -> Optional[LaunchPlan]:
     """The skewed-pack softmax_cols_cl plan (see COLS_SKEW_MIN_ROW_BYTES) or
-    None. The caller checks that x's and y's rows are off the pack grid
-    alike."""
+    None (also where ``vec``, the axis's own pack, is as wide and the axis
+    long: COLS_SKEW_ONLY_WIDER). The caller checks that x's and y's rows
+    are off the pack grid alike."""
     if dev.cc < 90 or in_dtype != out_dtype or in_dtype not in COLS_CL_DTYPES:
         return None
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
     if (isz not in COLS_SKEW_MIN_ROW_BYTES or I * isz < COLS_SKEW_MIN_ROW_BYTES[isz]
-            or O * L * I * isz < COLS_SKEW_MIN_BYTES):
+            or O * L * I * isz < COLS_SKEW_MIN_BYTES
+            or (COLS_SKEW_ONLY_WIDER and vec * isz >= COLS_SKEW_PACK_BYTES[isz]
+                and L >= COLS_SKEW_ONLY_WIDER_MIN_L)):
         return None
     v = COLS_SKEW_PACK_BYTES[isz] // isz
     for nr in COLS_SKEW_NR:
@@ -1515,15 +1583,38 @@ def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional
         p = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=best[2], v=best[1],
                           segment=COLS_NARROW_SEGMENT, clusters=COLS_NARROW_CLUSTERS,
                           minb=COLS_NARROW_MINB.get((in_dtype, best[1], best[2])))
-        if not COLS_CL_SMALL_NARROW or best[1] == 1:
+        if best[1] == 1:
             return p
-        return _cols_cl_small(p, O, L, I, in_dtype, out_dtype, log, dev, vec, v=best[1], nrs=COLS_CL_SMALL_NARROW_NR,
-                              div=COLS_CL_SMALL_NARROW_DIV, clusters=COLS_NARROW_CLUSTERS)
+        if COLS_CL_SMALL_NARROW:
+            p = _cols_cl_small(p, O, L, I, in_dtype, out_dtype, log, dev, vec, v=best[1], nrs=COLS_CL_SMALL_NARROW_NR,
+                               div=COLS_CL_SMALL_NARROW_DIV, clusters=COLS_NARROW_CLUSTERS)
+        return _cols_fill4(p, O, L, I, in_dtype, out_dtype, log, dev, vec)
     sy = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=COLS_NARROW_SYNC_NR, v=1)
     if (sy is not None and sy.extra[1] <= COLS_SYNC_MAX_SPLITS and L >= COLS_SYNC_THREADS // sy.extra[0] * sy.extra[3]
             and _sync_rounds(sy) <= COLS_NARROW_SYNC_MAX_ROUNDS):
         return sy
     return None
+
+
+def _cols_fill4(p, O, L, I, in_dtype, out_dtype, log, dev, vec) -> LaunchPlan:
+    """``p`` (16-bit: a narrow-pack cluster plan of 8-byte packs; float32: a
+    cluster or sync plan of 16-byte packs), or for arrays of
+    COLS_FILL4_DTYPES of at least COLS_FILL4_MIN_BYTES where ``p`` has under
+    COLS_FILL4_MAX_BLOCKS x SMs blocks, the cluster plan of 4-byte packs on
+    full COLS_FILL4_SEGMENT-byte tiles at NR COLS_FILL4_NR, where it has at
+    least ``p``'s blocks and at most COLS_FILL4_MAX_GRID x SMs."""
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    b = _blocks(p)
+    if (not COLS_FILL4 or in_dtype not in COLS_FILL4_DTYPES or O * L * I * isz < COLS_FILL4_MIN_BYTES
+            or b >= COLS_FILL4_MAX_BLOCKS * dev.sm_count):
+        return p
+    v = 4 // isz
+    q = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=COLS_FILL4_NR, v=v, segment=COLS_FILL4_SEGMENT,
+                      clusters=COLS_NARROW_CLUSTERS, minb=COLS_NARROW_MINB.get((in_dtype, v, COLS_FILL4_NR)))
+    if (q is None or q.extra[0] * 4 != COLS_FILL4_SEGMENT  # (I narrower than a tile: not measured)
+            or not b <= _blocks(q) <= COLS_FILL4_MAX_GRID * dev.sm_count):
+        return p
+    return q
 
 
 def _cols_cl_fill(p, O, L, I, in_dtype, out_dtype, log, dev, vec) -> LaunchPlan:
@@ -1676,7 +1767,7 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
             ssk = _choose_cols_sync_skew(O, L, I, in_dtype, out_dtype, log, dev) if skew else None
             if ssk is not None and L >= COLS_SYNC_SK_MIN_LI[isz][0] and I >= COLS_SYNC_SK_MIN_LI[isz][1]:
                 return _fold_over_rounds(ssk, O, L, I, in_dtype, out_dtype, log, dev, vec, dense)
-            sk = _choose_cols_skew(O, L, I, in_dtype, out_dtype, log, dev) if skew else None
+            sk = _choose_cols_skew(O, L, I, in_dtype, out_dtype, log, dev, vec) if skew else None
             if sk is not None:
                 return sk
             nw = _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec)
@@ -1689,8 +1780,10 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
             return nw if nw is not None else _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec)
         cl = _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec)
         if cl is not None:
-            return _cols_cl_fill(_cols_cl_small(cl, O, L, I, in_dtype, out_dtype, log, dev, vec),
-                                 O, L, I, in_dtype, out_dtype, log, dev, vec)
+            cl = _cols_cl_small(cl, O, L, I, in_dtype, out_dtype, log, dev, vec)
+            if isz == 4:
+                return _cols_fill4(cl, O, L, I, in_dtype, out_dtype, log, dev, vec)
+            return _cols_cl_fill(cl, O, L, I, in_dtype, out_dtype, log, dev, vec)
         sy = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec)
         if sy is not None:
             tx_, splits, tiles_, nr_ = sy.extra
@@ -1698,10 +1791,15 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
                 seg = COLS_SYNC_SEGMENT.get(isz, COLS_SPLIT_SEGMENT)
                 if seg != COLS_SPLIT_SEGMENT and _cdiv(tiles_ * splits, sy.grid[0]) >= COLS_SYNC_BALANCE_MIN_ROUNDS:
                     wide = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, segment=seg)
-                    if wide is not None and wide.extra[1] <= COLS_SYNC_SEGMENT_MAX_SPLITS:
+                    off = (dense and (I * isz) % 32 and wide is not None
+                           and _sync_rounds(wide) <= COLS_SYNC_SEGMENT_OFF_SECTOR_MAX_ROUNDS * _sync_rounds(sy))
+                    most = COLS_SYNC_SEGMENT_OFF_SECTOR_MAX_SPLITS if off else COLS_SYNC_SEGMENT_MAX_SPLITS
+                    if wide is not None and wide.extra[1] <= most:
                         return wide
                 sm = _cols_cl_small(sy, O, L, I, in_dtype, out_dtype, log, dev, vec)
                 sm = sm if sm is not sy else _cols_sync_small(sy, O, L, I, in_dtype, out_dtype, log, dev, vec)
+                if isz == 4:
+                    return _cols_fill4(sm, O, L, I, in_dtype, out_dtype, log, dev, vec)
                 return _cols_cl_fill(sm, O, L, I, in_dtype, out_dtype, log, dev, vec)
         st = None
         if (in_dtype, out_dtype) in COLS_STAGED_PAIRS:
@@ -1817,6 +1915,11 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                                     k = (f"softmax_cols_cl<{T}, {T}, {LG}, {v}, {COLS_CL_THREADS}, {r}, {c}, "
                                          f"{COLS_NARROW_MINB.get((ti, v, r), COLS_CL_MINB[r])}, 1>")
                                     found[("softmax.cu", k)] = None
+                        r, v = COLS_FILL4_NR, 4 // isz  # 4-byte packs (_cols_fill4; float32: scalars, as above)
+                        for c in (COLS_NARROW_CLUSTERS if ti in COLS_FILL4_DTYPES else ()):
+                            k = (f"softmax_cols_cl<{T}, {T}, {LG}, {v}, {COLS_CL_THREADS}, {r}, {c}, "
+                                 f"{COLS_NARROW_MINB.get((ti, v, r), COLS_CL_MINB[r])}, 1>")
+                            found[("softmax.cu", k)] = None
                         v = COLS_SKEW_PACK_BYTES[isz] // isz  # skewed packs (_choose_cols_skew)
                         for r in (COLS_SKEW_NR if isz in COLS_SKEW_MIN_ROW_BYTES else ()):
                             for c in COLS_CL_CLUSTERS:

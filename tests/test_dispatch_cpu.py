@@ -71,10 +71,14 @@ def test_cols_plans_within_limits(dev):
                 v, th, nr, c, minb = (int(a) for a in _args(p)[3:8])
                 assert dev.cc >= 90 and tin == tout and tin in _dispatch.COLS_CL_DTYPES, ctx
                 # 16-byte packs or (aligned, at COLS_CL_HALF_NR) 8-byte ones; narrow (the widest vec
-                # allows is narrower): 8-byte 16-bit packs or scalars
-                assert v <= vec and (v * _isz(tin) in (_dispatch.VECTOR_BYTES, _dispatch.VECTOR_BYTES // 2)
-                                     if vec * _isz(tin) >= 16 else v == 1 or (_isz(tin) == 2 and v * 2 == 8)), ctx
-                assert v * _isz(tin) == _dispatch.VECTOR_BYTES or vec * _isz(tin) < 16 or (
+                # allows is narrower): 8-byte 16-bit packs or scalars; 4-byte packs on 8-lane tiles at
+                # COLS_FILL4_NR (_cols_fill4: 16-bit where vec gives 8-byte packs, float32 where 16-byte)
+                fill4 = (v * _isz(tin) == 4 and tx * 4 == _dispatch.COLS_FILL4_SEGMENT and nr == _dispatch.COLS_FILL4_NR
+                         and (vec * 2 == 8 if _isz(tin) == 2 else vec * 4 >= 16))
+                assert v <= vec and (fill4 or (
+                    v * _isz(tin) in (_dispatch.VECTOR_BYTES, _dispatch.VECTOR_BYTES // 2) if vec * _isz(tin) >= 16
+                    else v == 1 or (_isz(tin) == 2 and v * 2 == 8))), ctx
+                assert fill4 or v * _isz(tin) == _dispatch.VECTOR_BYTES or vec * _isz(tin) < 16 or (
                     nr == _dispatch.COLS_CL_HALF_NR and c <= _dispatch.COLS_CL_HALF_MAX_CLUSTER[_isz(tin)]), ctx
                 assert tx * v <= 64 and th == p.block[0] == 256 and p.smem == 0, ctx  # COLS_CL_W_MAX
                 assert minb == _dispatch.COLS_NARROW_MINB.get((tin, v, nr), _dispatch.COLS_CL_MINB[nr]), ctx
@@ -82,7 +86,7 @@ def test_cols_plans_within_limits(dev):
                 tiles = O * -(-I // (tx * v))
                 assert p.grid == (c, tiles) and tiles <= 65535 and p.extra == (tx, c, tiles, nr), ctx
                 rows = th // tx * nr  # a block's rows: the smallest cluster of them covering L
-                sizes = _dispatch.COLS_NARROW_CLUSTERS if vec * _isz(tin) < 16 else _dispatch.COLS_CL_CLUSTERS
+                sizes = _dispatch.COLS_NARROW_CLUSTERS if vec * _isz(tin) < 16 or fill4 else _dispatch.COLS_CL_CLUSTERS
                 smaller = [s for s in sizes if s < c]
                 assert c in sizes and L <= c * rows and (c == 1 or L > smaller[-1] * rows), ctx
                 assert not _dispatch.cols_prefers_copy(p, O, L, I, dev), ctx  # never through the copy
@@ -308,7 +312,7 @@ def test_cols_narrow_rules():
         assert not plan(*args).kernel.startswith(("softmax_cols_cl", "softmax_cols_sync")), args
 
 
-def test_cols_cl_rules():
+def test_cols_cl_rules(monkeypatch):
     """Where plan_cols takes softmax_cols_cl (sm_90: a cluster a tile, rows in
     registers, partials through distributed shared memory): same-dtype
     float16 / bfloat16 / float32 arrays of at most COLS_CL_MAX_BYTES, and
@@ -319,7 +323,9 @@ def test_cols_cl_rules():
     most 4) and 16-bit arrays over COLS_CL_MAX_BYTES (clusters of 4 up to
     8 MiB, else of 2) over at least 0.75 x SMs blocks.
     Never before sm_90, for float64 or for mixed dtypes; without 16-byte
-    packs, the narrow-pack rule's plans (test_cols_narrow_rules)."""
+    packs, the narrow-pack rule's plans (test_cols_narrow_rules). (With
+    _cols_fill4, which follows these rules, off: test_cols_fill4_rules.)"""
+    monkeypatch.setattr(_dispatch, "COLS_FILL4", False)
     h100, a100 = DEVS[0], DEVS[1]
 
     def plan(O, L, I, dt, dev=h100, vec=None, out=None):

@@ -410,6 +410,7 @@ def test_cols_cl_small_rules(monkeypatch):
     the compile check."""
     h100 = _dispatch.DeviceInfo(132, 90, 232448)
     names = {k for _, k in _dispatch.all_forward_kernels(h100)}
+    monkeypatch.setattr(_dispatch, "COLS_FILL4", False)  # (it follows this rule: test_cols_fill4_rules)
 
     def blocks(p):
         return p.grid[0] * (p.grid[1] if len(p.grid) > 1 else 1)
@@ -517,6 +518,21 @@ def test_cols_skew_rules():
     # the fold first where it applies (dense, scalar packs, one slab's blocks at once)
     assert _dispatch.plan_cols(1, 4000, 1001, "float32", "float32", False, h100, 1, True, True).fold == 4
     assert _dispatch._plan_cols_cl(1, 2000, 5, "float32", "float32", False, h100, 1, nr=8, v=4, sk=True) is None
+    # COLS_SKEW_ONLY_WIDER: 8-byte 16-bit packs (I a multiple of 4) on axes of at least
+    # COLS_SKEW_ONLY_WIDER_MIN_L rows take the narrow plans (no wider packs to gain), shorter axes the skewed plan
+    assert _dispatch.COLS_SKEW_ONLY_WIDER and _dispatch.COLS_SKEW_ONLY_WIDER_MIN_L == 1200
+    for dt in ("bfloat16", "float16"):
+        for L, I, skewed in ((1500, 3500, False), (1200, 12004, False), (1199, 12004, True), (1000, 4500, True)):
+            p = _dispatch.plan_cols(1, L, I, dt, dt, False, h100, 4, True, True)
+            assert p.kernel.endswith(", 1, true>") == skewed, (L, I, p)
+            if not skewed:
+                assert p.kernel.startswith("softmax_cols_cl<") and ", 4, 256, " in p.kernel and p.kernel in names, p
+                old = _dispatch.COLS_SKEW_ONLY_WIDER
+                _dispatch.COLS_SKEW_ONLY_WIDER = False
+                try:
+                    assert _dispatch.plan_cols(1, L, I, dt, dt, False, h100, 4, True, True).kernel.endswith(", true>")
+                finally:
+                    _dispatch.COLS_SKEW_ONLY_WIDER = old
 
 
 def test_cols_sync_skew_rules():
@@ -575,6 +591,83 @@ def test_cols_sync_skew_rules():
     assert _dispatch._choose_cols_sync_skew(1, 8000, 1001, "float32", "bfloat16", False, h100) is None
     assert _dispatch._choose_cols_sync_skew(1, 8000, 1001, "float32", "float32", False, a100) is None
     assert _dispatch._choose_cols_sync_skew(1, 100, 1001, "float32", "float32", False, h100) is None  # < a block
+
+
+def test_cols_fill4_rules(monkeypatch):
+    """_cols_fill4: on sm_90, a same-dtype array of COLS_FILL4_DTYPES of at
+    least COLS_FILL4_MIN_BYTES whose plan (16-bit: the narrow-pack cluster
+    plan of 8-byte packs; float32: the cluster or sync plan of 16-byte packs)
+    has under COLS_FILL4_MAX_BLOCKS x SMs blocks takes the cluster plan of
+    4-byte packs on full COLS_FILL4_SEGMENT-byte tiles at NR COLS_FILL4_NR,
+    with at least as many blocks and at most COLS_FILL4_MAX_GRID x SMs;
+    plans of more blocks, grids over the cap, arrays under the floor, axes
+    narrower than a tile or too long for NR 16 clusters of 8, scalar packs,
+    16-bit 16-byte packs, float32 8-byte packs and sm_80 keep their plans, as
+    does everything with COLS_FILL4 off. Every plan it gives is in the
+    compile-check enumeration."""
+    h100, a100 = _dispatch.DeviceInfo(132, 90, 232448), _dispatch.DeviceInfo(108, 80, 167936)
+    names = {k for _, k in _dispatch.all_forward_kernels(h100)}
+    P, blocks = _dispatch.plan_cols, _dispatch._blocks
+
+    def with_(name, value, *a):
+        with monkeypatch.context() as m:
+            m.setattr(_dispatch, name, value)
+            return P(*a)
+
+    def off(*a):
+        return with_("COLS_FILL4", False, *a)
+
+    assert _dispatch.COLS_FILL4_MIN_BYTES == 256 << 10
+    assert _dispatch.COLS_FILL4_MAX_BLOCKS == 1.0 and _dispatch.COLS_FILL4_MAX_GRID == 2.75
+    for dt in ("bfloat16", "float16", "float32"):
+        T, isz = _dispatch.CTYPE[dt], 4 if dt == "float32" else 2
+        # (vec 4: 16-bit 8-byte packs, float32 16-byte packs)
+        for log in (False, True):
+            LG = str(log).lower()
+            # moved: cluster plans of 24-104 blocks ((4000, 100) 16-bit: as many blocks, 7 tiles of 8 rows)
+            moved = (((4000, 300), (3000, 500), (4000, 100), (3000, 60), (2500, 780)) if isz == 2 else
+                     ((3000, 160), (4000, 200), (2500, 256), (4000, 32), (1000, 128)))
+            for L, I in moved:
+                a = (1, L, I, dt, dt, log, h100, 4, True, True)
+                p, q = P(*a), off(*a)
+                assert blocks(q) < h100.sm_count, (L, I, q)
+                assert p.kernel.startswith(f"softmax_cols_cl<{T}, {T}, {LG}, {4 // isz}, "), (L, I, p)
+                assert p.extra[0] * 4 == _dispatch.COLS_FILL4_SEGMENT and p.extra[3] == _dispatch.COLS_FILL4_NR, p
+                assert blocks(q) <= blocks(p) <= 2.75 * h100.sm_count, (p, q)
+                assert p.extra[1] in _dispatch.COLS_NARROW_CLUSTERS and p.kernel in names, p
+                a = (1, L, I, dt, dt, log, a100, 4, True, True)
+                assert P(*a) == off(*a)
+            if isz == 2:
+                # kept: plans of at least SMs blocks ((2000, 1500): 192), a grid over the cap ((4000, 780): 392
+                # blocks), axes too long for NR 16 ((8000, 60)), arrays under the floor ((3000, 36))
+                for L, I in ((2000, 1500), (4000, 780), (8000, 60), (3000, 36)):
+                    a = (1, L, I, dt, dt, log, h100, 4, True, True)
+                    assert P(*a) == off(*a), (L, I)
+                # axes narrower than a tile: 8 elements on 8-byte packs (a pointer off the 16-byte grid), 560 KB
+                a = (5, 7000, 8, dt, dt, log, h100, 4, False, False)
+                assert P(*a) == off(*a) and _dispatch._plan_cols_cl(
+                    5, 7000, 8, dt, dt, log, h100, 4, nr=16, v=2, segment=32, clusters=_dispatch.COLS_NARROW_CLUSTERS)
+                assert blocks(P(1, 2000, 1500, dt, dt, log, h100, 4, True, True)) >= h100.sm_count
+                a = (1, 4000, 780, dt, dt, log, h100, 4, True, True)  # 392 blocks
+                assert P(*a) != with_("COLS_FILL4_MAX_GRID", 3.0, *a)
+                a = (1, 3000, 36, dt, dt, log, h100, 4, True, True)  # 216 000 bytes
+                assert P(*a) != with_("COLS_FILL4_MIN_BYTES", 0, *a)
+                # scalar packs (the narrow chooser's scalars at (2000, 300)), and 16-byte packs keep their plans
+                for L, I, v in ((2000, 300, 4), (4000, 300, 2), (4000, 304, 8)):
+                    a = (1, L, I, dt, dt, log, h100, v, True, True)
+                    assert P(*a) == off(*a), (L, I, v)
+            else:
+                # kept: plans of at least SMs blocks ((4000, 300): a sync plan of 320), axes no cluster of 8 holds
+                # at NR 16 ((6000, 96): a sync plan of 36), grids over the cap ((3000, 600): 114 blocks -> 450)
+                for L, I in ((4000, 300), (6000, 96), (3000, 600)):
+                    a = (1, L, I, dt, dt, log, h100, 4, True, True)
+                    assert P(*a) == off(*a), (L, I)
+                assert blocks(P(1, 4000, 300, dt, dt, log, h100, 4, True, True)) >= h100.sm_count
+                a = (1, 3000, 600, dt, dt, log, h100, 4, True, True)
+                assert blocks(off(*a)) < h100.sm_count and P(*a) != with_("COLS_FILL4_MAX_GRID", 3.5, *a)
+                # narrow float32 packs (8-byte): unchanged
+                a = (1, 4000, 302, dt, dt, log, h100, 2, True, True)
+                assert P(*a) == off(*a)
 
 
 def test_cols_cl_fill_rules():

@@ -937,7 +937,8 @@ def test_cols_narrow(dtype, log):
     COLS_NARROW_NR whose cluster has at most 8 blocks (clusters of 1-8, in
     the sizes of COLS_CL_CLUSTERS and, at COLS_NARROW_MINB's blocks an SM, of
     COLS_NARROW_CLUSTERS; 8-byte packs also on the small-array form's
-    narrower tiles), softmax_cols_sync with scalars (no prefetch) over one round and several,
+    narrower tiles; 16-bit 4-byte packs on _cols_fill4's 8-lane tiles at
+    COLS_FILL4_NR), softmax_cols_sync with scalars (no prefetch) over one round and several,
     special columns, output poisoned first; then the public call, and the
     dispatcher's choice on those shapes is one of the narrow plans."""
     import cupy as cp
@@ -950,7 +951,7 @@ def test_cols_narrow(dtype, log):
     rng = np.random.default_rng(13)
     seen = set()
     cases = [(1, 1000, 1001), (2, 333, 301), (1, 700, 1500 if isz == 2 else 1502), (3, 130, 37),
-             (1, 4000, 201), (1, 129, 9), (2, 2600, 44 if isz == 2 else 46)]
+             (1, 4000, 201), (1, 129, 9), (2, 2600, 44 if isz == 2 else 46), (1, 4000, 300 if isz == 2 else 302)]
     for O, L, I in cases:
         vec = 16 // isz
         while vec > 1 and I % vec:
@@ -978,6 +979,13 @@ def test_cols_narrow(dtype, log):
                     if p is not None and all(p.kernel != q.kernel or p.grid != q.grid for q in plans):
                         plans.append(p)
                         seen.add(("cl small", p.extra[0], p.extra[1]))
+        if isz == 2 and vec == 4:  # 4-byte packs on 8-lane tiles (_cols_fill4)
+            p = _dispatch._plan_cols_cl(O, L, I, dtype, dtype, log, dev, vec, nr=_dispatch.COLS_FILL4_NR, v=2,
+                                        segment=_dispatch.COLS_FILL4_SEGMENT, clusters=_dispatch.COLS_NARROW_CLUSTERS,
+                                        minb=_dispatch.COLS_NARROW_MINB.get((dtype, 2, _dispatch.COLS_FILL4_NR)))
+            if p is not None and all(p.kernel != q.kernel or p.grid != q.grid for q in plans):
+                plans.append(p)
+                seen.add(("cl fill4", p.extra[1]))
         p = _dispatch._plan_cols_sync(O, L, I, dtype, dtype, log, dev, vec, nr=_dispatch.COLS_NARROW_SYNC_NR, v=1)
         if p is not None and L >= p.block[0] // p.extra[0] * p.extra[3]:
             assert p.kernel.endswith("false>") and p.smem == 0, p  # no cp.async prefetch
@@ -997,6 +1005,8 @@ def test_cols_narrow(dtype, log):
         check_forward(y, xh, axis=1, log=log, ctx=f"api {(O, L, I)} {auto.kernel}")
     assert {c for k, *r in seen if k == "cl" for c in r[1:]} == {1, 2, 3, 4, 6, 8}, seen
     assert ("sync", True) in seen and ("cl", True, 8) in seen and ("cl", False, 8) in seen, seen
+    if isz == 2:
+        assert {c for k, c in (t for t in seen if t[0] == "cl fill4")} >= {2, 8}, seen
 
 
 def _skewed_cols_input(rng, shape, dtype, off, step):
@@ -1274,15 +1284,18 @@ def test_cols_cl_small(dtype, log):
     (16-byte packs; 16-bit 8-byte packs too), or the sync kernel at NR 4 on
     64-byte tiles, through the public call against the float64 reference
     (one slab and several; special columns), each plan checked to be that
-    form on sm_90 with at least 132 SMs."""
+    form, or the 4-byte-pack tiles that follow it (_cols_fill4), on sm_90
+    with at least 132 SMs."""
     import cupy as cp
     from cusoftmax import _api
 
     dev = real_device_info()
 
-    def cl8(p):  # a cluster of 8 blocks on tiles of at most 64 bytes
+    def cl8(p):  # a cluster of 8 blocks on tiles of at most 64 bytes, or _cols_fill4's 4-byte-pack tiles
         v = int(p.kernel.split(", ")[3])
-        return p.kernel.startswith("softmax_cols_cl<") and p.extra[1] == 8 and p.extra[0] * v * isz <= 64
+        fill4 = (v * isz == 4 and p.extra[0] * 4 == _dispatch.COLS_FILL4_SEGMENT
+                 and p.extra[3] == _dispatch.COLS_FILL4_NR)
+        return p.kernel.startswith("softmax_cols_cl<") and (fill4 or p.extra[1] == 8 and p.extra[0] * v * isz <= 64)
 
     def sync4(p):
         return p.kernel.startswith("softmax_cols_sync<") and p.extra[3] == 4 and p.extra[0] * 16 == 64
@@ -1525,3 +1538,51 @@ def test_smem1_rows(dtype, log):
             out = apply_view(cupy.empty(base.shape, base.dtype), ops) if ops else None  # as run_case's
             k = _api._prepare(apply_view(cupy.asarray(base), ops), -1, None, "auto", log, out).launch.plan.kernel
             assert ", 1, 1, " in k, k  # one stage, no cluster
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_fill4_and_off_sector_tiles(dtype, log, monkeypatch):
+    """The plans of _cols_fill4 (4-byte packs on 8-lane tiles, NR 16: small
+    16-bit arrays of 8-byte packs, small float32 arrays of 16-byte packs),
+    the narrow plans 16-bit axes of 8-byte packs take in place of skewed ones
+    (COLS_SKEW_ONLY_WIDER), and float32's 256-byte sync tiles on rows off
+    the 32-byte sector grid (COLS_SYNC_SEGMENT_OFF_SECTOR_MAX_SPLITS): the
+    public call with special columns, output poisoned first, asserting on
+    132-SM sm_90 devices (where they were measured) that the rule changed
+    the plan the call took."""
+    import cupy as cp
+    from cusoftmax import _api
+
+    dev = real_device_info()
+    if dev.cc < 90:
+        pytest.skip("cluster plans are sm_90 only")
+    rng = np.random.default_rng(41)
+    fn = cusoftmax.log_softmax if log else cusoftmax.softmax
+    isz = np.dtype(np_dtype(dtype)).itemsize
+    if isz == 4:  # (fill4 from cluster plans of 40 blocks and of two slabs; off-sector: 42 splits of 256 bytes)
+        cases = [((1, 3000, 160), "COLS_FILL4", False), ((2, 2000, 64), "COLS_FILL4", False),
+                 ((1, 8000, 700), "COLS_SYNC_SEGMENT_OFF_SECTOR_MAX_SPLITS", 32)]
+    else:  # (fill4 at 152 and 42 blocks; the narrow plan in place of the skewed one)
+        cases = [((1, 4000, 300), "COLS_FILL4", False), ((1, 2500, 100), "COLS_FILL4", False),
+                 ((1, 1500, 3500), "COLS_SKEW_ONLY_WIDER", False)]
+    for (O, L, I), switch, value in cases:
+        xh = _cols_special_input(rng, (O, L, I), dtype)
+        x = cp.asarray(xh)
+        plan = _api._prepare(x, 1, None, "auto", log, None).launch.plan
+        vec = 16 // isz
+        while I % vec:
+            vec //= 2
+        skew = (I * isz) % 16 != 0
+        assert plan == _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, vec, True, skew), (O, L, I, plan)
+        if dev.sm_count == 132:
+            with monkeypatch.context() as m:
+                m.setattr(_dispatch, switch, value)
+                assert _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, vec, True, skew) != plan, (O, L, I)
+            if switch == "COLS_FILL4":
+                assert plan.kernel.startswith("softmax_cols_cl<") and plan.extra[3] == _dispatch.COLS_FILL4_NR, plan
+                assert plan.extra[0] * 4 == _dispatch.COLS_FILL4_SEGMENT, plan
+        y = cp.full((O, L, I), np.nan, dtype=np_dtype(dtype))
+        check_forward(fn(x, axis=1, out=y), xh, axis=1, log=log, ctx=f"api {(O, L, I)} {plan.kernel} grid {plan.grid}")
+        del x, y

@@ -63,6 +63,7 @@ def candidates(O, L, I, dt, log, dev):
                                         (32, 64, 128, 256)):
         add(f"cl v{v} nr{nr} s{seg}", lambda: D._plan_cols_cl(O, L, I, dt, dt, log, dev, vec, nr=nr, v=v, segment=seg))
     if skew:
+        # (vec 1: listed even where plan_cols skips it, COLS_SKEW_ONLY_WIDER)
         add("clsk (chooser)", lambda: D._choose_cols_skew(O, L, I, dt, dt, log, dev))
         add("syncsk (chooser)", lambda: D._choose_cols_sync_skew(O, L, I, dt, dt, log, dev))
         for nr, seg in itertools.product((4, 8, 16), (128, 256)):
