@@ -562,6 +562,22 @@ COLS_FILL4_MAX_BLOCKS = 1.0
 COLS_FILL4_MAX_GRID = 2.75
 COLS_FILL4_SEGMENT = 32
 COLS_FILL4_NR = 16
+#: Axes too long for NR 16 in a cluster of 8 (4097-8192 rows): float32
+#: (COLS_FILL4_LONG_DTYPES) sync plans take NR COLS_FILL4_LONG_NR where the
+#: grid has at most COLS_FILL4_LONG_MAX_GRID x SMs blocks (NR 32 holds 2
+#: blocks an SM, not 3). H100 (tools/layout_table.py with and without,
+#: COLS_FILL4_LONG_DTYPES=(); kernels/fill4.txt, run 5), float32 against the
+#: same data contiguous: (4500, 100) 1.70-1.71x -> 1.19-1.33x, (6000, 96)
+#: 1.55-1.56x -> 1.18-1.33x, (8000, 100) 1.60-1.61x -> 1.24-1.41x, (7000,
+#: 128) 1.50-1.51x -> 1.33-1.38x, (8000, 200) (200 blocks) 1.45-1.48x ->
+#: 1.33-1.37x. Larger grids lost ((8000, 256), 256 blocks: 1.31-1.35x ->
+#: 1.64-1.68x; (5000, 384), 288: 1.19-1.20x -> 1.42-1.43x; (6000, 300), 228:
+#: 1.22-1.24x -> 1.25-1.27x), as did cluster plans' axes (mixed: (8192, 48)
+#: 1.33-1.39x -> 1.26-1.39x, (7000, 32) 1.32-1.36x -> 1.27-1.38x): the long
+#: form replaces sync plans only.
+COLS_FILL4_LONG_NR = 32
+COLS_FILL4_LONG_DTYPES = ("float32",)
+COLS_FILL4_LONG_MAX_GRID = 1.6
 #: Folded axes: a unit-stride length I that is not a multiple of the 16-byte
 #: pack, on dense slabs with aligned pointers (e.g. (4000, 1001)), runs
 #: softmax_cols_sync with 16-byte packs on the slab read as (L / f, I x f),
@@ -1608,11 +1624,16 @@ def _cols_fill4(p, O, L, I, in_dtype, out_dtype, log, dev, vec) -> LaunchPlan:
     if (not COLS_FILL4 or in_dtype not in COLS_FILL4_DTYPES or O * L * I * isz < COLS_FILL4_MIN_BYTES
             or b >= COLS_FILL4_MAX_BLOCKS * dev.sm_count):
         return p
-    v = 4 // isz
+    v, cap = 4 // isz, COLS_FILL4_MAX_GRID
     q = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=COLS_FILL4_NR, v=v, segment=COLS_FILL4_SEGMENT,
                       clusters=COLS_NARROW_CLUSTERS, minb=COLS_NARROW_MINB.get((in_dtype, v, COLS_FILL4_NR)))
+    if q is None and p.sync and in_dtype in COLS_FILL4_LONG_DTYPES:  # (an axis over NR 16's clusters of 8)
+        q = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=COLS_FILL4_LONG_NR, v=v,
+                          segment=COLS_FILL4_SEGMENT, clusters=COLS_NARROW_CLUSTERS,
+                          minb=COLS_NARROW_MINB.get((in_dtype, v, COLS_FILL4_LONG_NR)))
+        cap = COLS_FILL4_LONG_MAX_GRID
     if (q is None or q.extra[0] * 4 != COLS_FILL4_SEGMENT  # (I narrower than a tile: not measured)
-            or not b <= _blocks(q) <= COLS_FILL4_MAX_GRID * dev.sm_count):
+            or not b <= _blocks(q) <= cap * dev.sm_count):
         return p
     return q
 
@@ -1915,11 +1936,14 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                                     k = (f"softmax_cols_cl<{T}, {T}, {LG}, {v}, {COLS_CL_THREADS}, {r}, {c}, "
                                          f"{COLS_NARROW_MINB.get((ti, v, r), COLS_CL_MINB[r])}, 1>")
                                     found[("softmax.cu", k)] = None
-                        r, v = COLS_FILL4_NR, 4 // isz  # 4-byte packs (_cols_fill4; float32: scalars, as above)
-                        for c in (COLS_NARROW_CLUSTERS if ti in COLS_FILL4_DTYPES else ()):
-                            k = (f"softmax_cols_cl<{T}, {T}, {LG}, {v}, {COLS_CL_THREADS}, {r}, {c}, "
-                                 f"{COLS_NARROW_MINB.get((ti, v, r), COLS_CL_MINB[r])}, 1>")
-                            found[("softmax.cu", k)] = None
+                        v = 4 // isz  # 4-byte packs (_cols_fill4; float32: scalars, as above)
+                        for r in (COLS_FILL4_NR,) + ((COLS_FILL4_LONG_NR,) if ti in COLS_FILL4_LONG_DTYPES else ()):
+                            for c in (COLS_NARROW_CLUSTERS if ti in COLS_FILL4_DTYPES else ()):
+                                if r > 16 and c == 1:
+                                    continue
+                                k = (f"softmax_cols_cl<{T}, {T}, {LG}, {v}, {COLS_CL_THREADS}, {r}, {c}, "
+                                     f"{COLS_NARROW_MINB.get((ti, v, r), COLS_CL_MINB[r])}, 1>")
+                                found[("softmax.cu", k)] = None
                         v = COLS_SKEW_PACK_BYTES[isz] // isz  # skewed packs (_choose_cols_skew)
                         for r in (COLS_SKEW_NR if isz in COLS_SKEW_MIN_ROW_BYTES else ()):
                             for c in COLS_CL_CLUSTERS:

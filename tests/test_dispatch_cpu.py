@@ -73,7 +73,9 @@ def test_cols_plans_within_limits(dev):
                 # 16-byte packs or (aligned, at COLS_CL_HALF_NR) 8-byte ones; narrow (the widest vec
                 # allows is narrower): 8-byte 16-bit packs or scalars; 4-byte packs on 8-lane tiles at
                 # COLS_FILL4_NR (_cols_fill4: 16-bit where vec gives 8-byte packs, float32 where 16-byte)
-                fill4 = (v * _isz(tin) == 4 and tx * 4 == _dispatch.COLS_FILL4_SEGMENT and nr == _dispatch.COLS_FILL4_NR
+                fill4 = (v * _isz(tin) == 4 and tx * 4 == _dispatch.COLS_FILL4_SEGMENT
+                         and (nr == _dispatch.COLS_FILL4_NR or (tin in _dispatch.COLS_FILL4_LONG_DTYPES
+                                                                and nr == _dispatch.COLS_FILL4_LONG_NR))
                          and (vec * 2 == 8 if _isz(tin) == 2 else vec * 4 >= 16))
                 assert v <= vec and (fill4 or (
                     v * _isz(tin) in (_dispatch.VECTOR_BYTES, _dispatch.VECTOR_BYTES // 2) if vec * _isz(tin) >= 16

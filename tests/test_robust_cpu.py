@@ -603,8 +603,10 @@ def test_cols_fill4_rules(monkeypatch):
     plans of more blocks, grids over the cap, arrays under the floor, axes
     narrower than a tile or too long for NR 16 clusters of 8, scalar packs,
     16-bit 16-byte packs, float32 8-byte packs and sm_80 keep their plans, as
-    does everything with COLS_FILL4 off. Every plan it gives is in the
-    compile-check enumeration."""
+    does everything with COLS_FILL4 off. float32 sync plans on axes too long
+    for NR 16 (COLS_FILL4_LONG_DTYPES) take NR COLS_FILL4_LONG_NR within
+    COLS_FILL4_LONG_MAX_GRID x SMs blocks; cluster plans there keep theirs.
+    Every plan it gives is in the compile-check enumeration."""
     h100, a100 = _dispatch.DeviceInfo(132, 90, 232448), _dispatch.DeviceInfo(108, 80, 167936)
     names = {k for _, k in _dispatch.all_forward_kernels(h100)}
     P, blocks = _dispatch.plan_cols, _dispatch._blocks
@@ -657,11 +659,23 @@ def test_cols_fill4_rules(monkeypatch):
                     a = (1, L, I, dt, dt, log, h100, v, True, True)
                     assert P(*a) == off(*a), (L, I, v)
             else:
-                # kept: plans of at least SMs blocks ((4000, 300): a sync plan of 320), axes no cluster of 8 holds
-                # at NR 16 ((6000, 96): a sync plan of 36), grids over the cap ((3000, 600): 114 blocks -> 450)
-                for L, I in ((4000, 300), (6000, 96), (3000, 600)):
+                # kept: plans of at least SMs blocks ((4000, 300): a sync plan of 320), grids over the cap ((3000,
+                # 600): 114 blocks -> 450), long axes over the long form's cap ((8000, 256): 64 -> 256 blocks) or
+                # on a cluster plan ((7000, 32))
+                for L, I in ((4000, 300), (3000, 600), (8000, 256), (7000, 32)):
                     a = (1, L, I, dt, dt, log, h100, 4, True, True)
                     assert P(*a) == off(*a), (L, I)
+                assert off(1, 7000, 32, dt, dt, log, h100, 4, True, True).kernel.startswith("softmax_cols_cl<")
+                # the long form: sync plans of 36-112 blocks on 4097-8192 rows -> NR 32 in clusters of 6-8
+                for L, I in ((6000, 96), (8000, 100), (8000, 200), (4500, 100)):
+                    a = (1, L, I, dt, dt, log, h100, 4, True, True)
+                    p, q = P(*a), off(*a)
+                    assert q.sync and blocks(q) < h100.sm_count, (L, I, q)
+                    assert p.kernel.startswith(f"softmax_cols_cl<{T}, {T}, {LG}, 1, "), (L, I, p)
+                    assert p.extra[3] == _dispatch.COLS_FILL4_LONG_NR and p.extra[0] * 4 == _dispatch.COLS_FILL4_SEGMENT
+                    assert blocks(q) <= blocks(p) <= _dispatch.COLS_FILL4_LONG_MAX_GRID * h100.sm_count, (p, q)
+                    assert p.kernel in names, p
+                    assert with_("COLS_FILL4_LONG_DTYPES", (), *a) == q
                 assert blocks(P(1, 4000, 300, dt, dt, log, h100, 4, True, True)) >= h100.sm_count
                 a = (1, 3000, 600, dt, dt, log, h100, 4, True, True)
                 assert blocks(off(*a)) < h100.sm_count and P(*a) != with_("COLS_FILL4_MAX_GRID", 3.5, *a)

@@ -1545,7 +1545,8 @@ def test_smem1_rows(dtype, log):
 @pytest.mark.parametrize("log", [False, True])
 def test_cols_fill4_and_off_sector_tiles(dtype, log, monkeypatch):
     """The plans of _cols_fill4 (4-byte packs on 8-lane tiles, NR 16: small
-    16-bit arrays of 8-byte packs, small float32 arrays of 16-byte packs),
+    16-bit arrays of 8-byte packs, small float32 arrays of 16-byte packs;
+    NR 32 for float32 sync plans on longer axes),
     the narrow plans 16-bit axes of 8-byte packs take in place of skewed ones
     (COLS_SKEW_ONLY_WIDER), and float32's 256-byte sync tiles on rows off
     the 32-byte sector grid (COLS_SYNC_SEGMENT_OFF_SECTOR_MAX_SPLITS): the
@@ -1563,6 +1564,7 @@ def test_cols_fill4_and_off_sector_tiles(dtype, log, monkeypatch):
     isz = np.dtype(np_dtype(dtype)).itemsize
     if isz == 4:  # (fill4 from cluster plans of 40 blocks and of two slabs; off-sector: 42 splits of 256 bytes)
         cases = [((1, 3000, 160), "COLS_FILL4", False), ((2, 2000, 64), "COLS_FILL4", False),
+                 ((1, 6000, 96), "COLS_FILL4_LONG_DTYPES", ()),
                  ((1, 8000, 700), "COLS_SYNC_SEGMENT_OFF_SECTOR_MAX_SPLITS", 32)]
     else:  # (fill4 at 152 and 42 blocks; the narrow plan in place of the skewed one)
         cases = [((1, 4000, 300), "COLS_FILL4", False), ((1, 2500, 100), "COLS_FILL4", False),
@@ -1580,8 +1582,9 @@ def test_cols_fill4_and_off_sector_tiles(dtype, log, monkeypatch):
             with monkeypatch.context() as m:
                 m.setattr(_dispatch, switch, value)
                 assert _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, vec, True, skew) != plan, (O, L, I)
-            if switch == "COLS_FILL4":
-                assert plan.kernel.startswith("softmax_cols_cl<") and plan.extra[3] == _dispatch.COLS_FILL4_NR, plan
+            if switch.startswith("COLS_FILL4"):
+                nr = _dispatch.COLS_FILL4_NR if switch == "COLS_FILL4" else _dispatch.COLS_FILL4_LONG_NR
+                assert plan.kernel.startswith("softmax_cols_cl<") and plan.extra[3] == nr, plan
                 assert plan.extra[0] * 4 == _dispatch.COLS_FILL4_SEGMENT, plan
         y = cp.full((O, L, I), np.nan, dtype=np_dtype(dtype))
         check_forward(fn(x, axis=1, out=y), xh, axis=1, log=log, ctx=f"api {(O, L, I)} {plan.kernel} grid {plan.grid}")
