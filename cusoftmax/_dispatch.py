@@ -562,10 +562,11 @@ COLS_FILL4_MAX_BLOCKS = 1.0
 COLS_FILL4_MAX_GRID = 2.75
 COLS_FILL4_SEGMENT = 32
 COLS_FILL4_NR = 16
-#: Axes too long for NR 16 in a cluster of 8 (4097-8192 rows): float32
-#: (COLS_FILL4_LONG_DTYPES) sync plans take NR COLS_FILL4_LONG_NR where the
-#: grid has at most COLS_FILL4_LONG_MAX_GRID x SMs blocks (NR 32 holds 2
-#: blocks an SM, not 3). H100 (tools/layout_table.py with and without,
+#: Axes too long for NR 16 in a cluster of 8 (4097-8192 rows): sync plans of
+#: COLS_FILL4_LONG_DTYPES (float32's of 16-byte packs; 16-bit narrow-pack
+#: ones, folded or not) take NR COLS_FILL4_LONG_NR where the grid has at
+#: most COLS_FILL4_LONG_MAX_GRID x SMs blocks (NR 32 holds 2 blocks an SM,
+#: not 3). H100 (tools/layout_table.py with and without,
 #: COLS_FILL4_LONG_DTYPES=(); kernels/fill4.txt, run 5), float32 against the
 #: same data contiguous: (4500, 100) 1.70-1.71x -> 1.19-1.33x, (6000, 96)
 #: 1.55-1.56x -> 1.18-1.33x, (8000, 100) 1.60-1.61x -> 1.24-1.41x, (7000,
@@ -574,9 +575,13 @@ COLS_FILL4_NR = 16
 #: 1.64-1.68x; (5000, 384), 288: 1.19-1.20x -> 1.42-1.43x; (6000, 300), 228:
 #: 1.22-1.24x -> 1.25-1.27x), as did cluster plans' axes (mixed: (8192, 48)
 #: 1.33-1.39x -> 1.26-1.39x, (7000, 32) 1.32-1.36x -> 1.27-1.38x): the long
-#: form replaces sync plans only.
+#: form replaces sync plans only. 16-bit (H200, the folded narrow sync
+#: plans of 70-96 blocks it replaces; bench/results/nvidia-h200/kernels/
+#: fill4_long16.txt): bfloat16 (8000, 300) 1.58-1.69x -> 1.37-1.48x, (5000,
+#: 500) 1.75-1.81x -> 1.54-1.57x, float16 (7000, 300) 1.85-1.93x ->
+#: 1.62-1.68x; all 12 cases faster, softmax and log_softmax.
 COLS_FILL4_LONG_NR = 32
-COLS_FILL4_LONG_DTYPES = ("float32",)
+COLS_FILL4_LONG_DTYPES = ("float32", "bfloat16", "float16")
 COLS_FILL4_LONG_MAX_GRID = 1.6
 #: Folded axes: a unit-stride length I that is not a multiple of the 16-byte
 #: pack, on dense slabs with aligned pointers (e.g. (4000, 1001)), runs
@@ -1795,7 +1800,10 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
             if nw is None and ssk is not None:  # (rather than a split stream)
                 nw = ssk
             if nw is not None:
-                return _fold_over_rounds(nw, O, L, I, in_dtype, out_dtype, log, dev, vec, dense)
+                nw = _fold_over_rounds(nw, O, L, I, in_dtype, out_dtype, log, dev, vec, dense)
+                if nw.sync and isz == 2 and vec * isz == COLS_NARROW_PACK_BYTES:  # (the long form, 8-byte packs)
+                    return _cols_fill4(nw, O, L, I, in_dtype, out_dtype, log, dev, vec)
+                return nw
             if dense:
                 nw = _plan_cols_split_fold(O, L, I, in_dtype, out_dtype, log, dev)
             return nw if nw is not None else _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec)

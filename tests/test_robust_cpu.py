@@ -603,9 +603,10 @@ def test_cols_fill4_rules(monkeypatch):
     plans of more blocks, grids over the cap, arrays under the floor, axes
     narrower than a tile or too long for NR 16 clusters of 8, scalar packs,
     16-bit 16-byte packs, float32 8-byte packs and sm_80 keep their plans, as
-    does everything with COLS_FILL4 off. float32 sync plans on axes too long
-    for NR 16 (COLS_FILL4_LONG_DTYPES) take NR COLS_FILL4_LONG_NR within
-    COLS_FILL4_LONG_MAX_GRID x SMs blocks; cluster plans there keep theirs.
+    does everything with COLS_FILL4 off. Sync plans on axes too long for NR
+    16 (COLS_FILL4_LONG_DTYPES: float32's; 16-bit narrow-pack ones, folded or
+    not) take NR COLS_FILL4_LONG_NR within COLS_FILL4_LONG_MAX_GRID x SMs
+    blocks; cluster plans there keep theirs.
     Every plan it gives is in the compile-check enumeration."""
     h100, a100 = _dispatch.DeviceInfo(132, 90, 232448), _dispatch.DeviceInfo(108, 80, 167936)
     names = {k for _, k in _dispatch.all_forward_kernels(h100)}
@@ -654,6 +655,19 @@ def test_cols_fill4_rules(monkeypatch):
                 assert P(*a) != with_("COLS_FILL4_MAX_GRID", 3.0, *a)
                 a = (1, 3000, 36, dt, dt, log, h100, 4, True, True)  # 216 000 bytes
                 assert P(*a) != with_("COLS_FILL4_MIN_BYTES", 0, *a)
+                # the long form: folded narrow sync plans of 70-96 blocks -> NR 32 in clusters of 5-8; a sync plan
+                # whose long form would have fewer blocks keeps its plan ((8000, 100): 128 -> 56)
+                for L, I in ((8000, 300), (5000, 500), (7000, 300)):
+                    a = (1, L, I, dt, dt, log, h100, 4, True, True)
+                    p, q = P(*a), off(*a)
+                    assert q.sync and q.fold == 2 and blocks(q) < h100.sm_count, (L, I, q)
+                    assert p.kernel.startswith(f"softmax_cols_cl<{T}, {T}, {LG}, 2, "), (L, I, p)
+                    assert p.extra[3] == _dispatch.COLS_FILL4_LONG_NR and p.extra[0] * 4 == _dispatch.COLS_FILL4_SEGMENT
+                    assert blocks(q) <= blocks(p) <= _dispatch.COLS_FILL4_LONG_MAX_GRID * h100.sm_count, (p, q)
+                    assert p.kernel in names and p.fold == 1, p
+                    assert with_("COLS_FILL4_LONG_DTYPES", ("float32",), *a) == q
+                a = (1, 8000, 100, dt, dt, log, h100, 4, True, True)
+                assert P(*a) == off(*a) and P(*a).sync
                 # scalar packs (the narrow chooser's scalars at (2000, 300)), and 16-byte packs keep their plans
                 for L, I, v in ((2000, 300, 4), (4000, 300, 2), (4000, 304, 8)):
                     a = (1, L, I, dt, dt, log, h100, v, True, True)

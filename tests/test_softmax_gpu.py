@@ -979,13 +979,16 @@ def test_cols_narrow(dtype, log):
                     if p is not None and all(p.kernel != q.kernel or p.grid != q.grid for q in plans):
                         plans.append(p)
                         seen.add(("cl small", p.extra[0], p.extra[1]))
-        if isz == 2 and vec == 4:  # 4-byte packs on 8-lane tiles (_cols_fill4)
-            p = _dispatch._plan_cols_cl(O, L, I, dtype, dtype, log, dev, vec, nr=_dispatch.COLS_FILL4_NR, v=2,
-                                        segment=_dispatch.COLS_FILL4_SEGMENT, clusters=_dispatch.COLS_NARROW_CLUSTERS,
-                                        minb=_dispatch.COLS_NARROW_MINB.get((dtype, 2, _dispatch.COLS_FILL4_NR)))
-            if p is not None and all(p.kernel != q.kernel or p.grid != q.grid for q in plans):
-                plans.append(p)
-                seen.add(("cl fill4", p.extra[1]))
+        if isz == 2 and vec == 4:  # 4-byte packs on 8-lane tiles (_cols_fill4, its NR and the long form's)
+            for nr in (_dispatch.COLS_FILL4_NR, _dispatch.COLS_FILL4_LONG_NR):
+                p = _dispatch._plan_cols_cl(O, L, I, dtype, dtype, log, dev, vec, nr=nr, v=2,
+                                            segment=_dispatch.COLS_FILL4_SEGMENT,
+                                            clusters=_dispatch.COLS_NARROW_CLUSTERS,
+                                            minb=_dispatch.COLS_NARROW_MINB.get((dtype, 2, nr)))
+                if (p is not None and not (nr > 16 and p.extra[1] == 1)
+                        and all(p.kernel != q.kernel or p.grid != q.grid for q in plans)):
+                    plans.append(p)
+                    seen.add(("cl fill4", nr, p.extra[1]))
         p = _dispatch._plan_cols_sync(O, L, I, dtype, dtype, log, dev, vec, nr=_dispatch.COLS_NARROW_SYNC_NR, v=1)
         if p is not None and L >= p.block[0] // p.extra[0] * p.extra[3]:
             assert p.kernel.endswith("false>") and p.smem == 0, p  # no cp.async prefetch
@@ -1006,7 +1009,8 @@ def test_cols_narrow(dtype, log):
     assert {c for k, *r in seen if k == "cl" for c in r[1:]} == {1, 2, 3, 4, 6, 8}, seen
     assert ("sync", True) in seen and ("cl", True, 8) in seen and ("cl", False, 8) in seen, seen
     if isz == 2:
-        assert {c for k, c in (t for t in seen if t[0] == "cl fill4")} >= {2, 8}, seen
+        assert {c for k, _, c in (t for t in seen if t[0] == "cl fill4")} >= {2, 8}, seen
+        assert {nr for k, nr, _ in (t for t in seen if t[0] == "cl fill4")} == {16, 32}, seen
 
 
 def _skewed_cols_input(rng, shape, dtype, off, step):
@@ -1546,7 +1550,7 @@ def test_smem1_rows(dtype, log):
 def test_cols_fill4_and_off_sector_tiles(dtype, log, monkeypatch):
     """The plans of _cols_fill4 (4-byte packs on 8-lane tiles, NR 16: small
     16-bit arrays of 8-byte packs, small float32 arrays of 16-byte packs;
-    NR 32 for float32 sync plans on longer axes),
+    NR 32 for sync plans on longer axes),
     the narrow plans 16-bit axes of 8-byte packs take in place of skewed ones
     (COLS_SKEW_ONLY_WIDER), and float32's 256-byte sync tiles on rows off
     the 32-byte sector grid (COLS_SYNC_SEGMENT_OFF_SECTOR_MAX_SPLITS): the
@@ -1566,8 +1570,9 @@ def test_cols_fill4_and_off_sector_tiles(dtype, log, monkeypatch):
         cases = [((1, 3000, 160), "COLS_FILL4", False), ((2, 2000, 64), "COLS_FILL4", False),
                  ((1, 6000, 96), "COLS_FILL4_LONG_DTYPES", ()),
                  ((1, 8000, 700), "COLS_SYNC_SEGMENT_OFF_SECTOR_MAX_SPLITS", 32)]
-    else:  # (fill4 at 152 and 42 blocks; the narrow plan in place of the skewed one)
+    else:  # (fill4 at 152 and 42 blocks; the long form from a folded sync plan; the narrow plan, not the skewed one)
         cases = [((1, 4000, 300), "COLS_FILL4", False), ((1, 2500, 100), "COLS_FILL4", False),
+                 ((1, 8000, 300), "COLS_FILL4_LONG_DTYPES", ("float32",)),
                  ((1, 1500, 3500), "COLS_SKEW_ONLY_WIDER", False)]
     for (O, L, I), switch, value in cases:
         xh = _cols_special_input(rng, (O, L, I), dtype)
