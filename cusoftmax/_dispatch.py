@@ -540,21 +540,22 @@ COLS_NARROW_SYNC_MAX_ROUNDS = 2
 #: Found by tools/cols_oracle.py (every plan the plan functions build; these
 #: were among the best at 2000-4000 rows). H100 (tools/layout_table.py with
 #: and without, COLS_FILL4=False; kernels/fill4.txt), against the same data
-#: contiguous: 16-bit (4000, 300) bfloat16 1.69-1.82x -> 1.38-1.48x, float16
-#: 2.04-2.07x -> 1.44-1.49x; (3000, 500) 1.62-1.87x -> 1.37-1.41x; (2500,
-#: 500) 1.65-1.99x -> 1.29-1.48x; (4000, 180) 1.48-1.55x -> 1.29-1.34x;
-#: (4000, 100) (the same 56 blocks; 8-byte packs on 4-lane tiles were
-#: slower) 1.51-1.56x -> 1.38-1.40x; float32 (3000, 160) 1.60-1.61x ->
-#: 1.31x, (3000, 256) 1.52-1.56x -> 1.32x, (2500, 256) 1.46-1.48x ->
-#: 1.20-1.23x, (4000, 200) 1.46x -> 1.25-1.29x, (1000, 128) 1.20-1.23x ->
-#: 1.11-1.12x; log_softmax alike; ties at (1000, 1000) (1.23-1.26x against
-#: 1.24-1.27x) and (2000, 512) (1.34-1.35x against 1.33x; log_softmax 1.36x
-#: against 1.42x). Kept from it: plans
-#: of SMs blocks and more ((2000, 1500), 192 blocks: 1.42-1.45x against
-#: 1.74-1.84x with 4-byte packs), grids over COLS_FILL4_MAX_GRID ((4000, 780),
-#: 392 blocks in 49 clusters of 8: 1.61-1.71x against 1.74-1.88x), NR 32
-#: ((8000, 20): 1.37-1.43x against 1.62-1.71x) and arrays under
-#: COLS_FILL4_MIN_BYTES ((3000, 36) float16 1.37-1.39x against 1.44-1.48x).
+#: contiguous, softmax and log_softmax, runs 1-3: 16-bit (4000, 300)
+#: bfloat16 1.69-1.82x -> 1.36-1.48x, float16 1.83-2.07x -> 1.34-1.49x;
+#: (3000, 500) 1.62-1.94x -> 1.35-1.50x; (2500, 500) 1.61-1.99x ->
+#: 1.29-1.48x; (4000, 180) 1.48-1.56x -> 1.29-1.34x; (4000, 100) (the same
+#: 56 blocks; 8-byte packs on 4-lane tiles were slower) 1.51-1.56x ->
+#: 1.36-1.40x; float32 (3000, 160) 1.47-1.61x -> 1.31-1.32x, (3000, 256)
+#: 1.45-1.56x -> 1.32-1.36x, (2500, 256) 1.34-1.48x -> 1.20-1.23x, (4000,
+#: 200) 1.36-1.46x -> 1.23-1.29x, (1000, 128) 1.16-1.23x -> 1.11-1.13x; ties
+#: at (1000, 1000) (1.23-1.26x against 1.24-1.27x) and (2000, 512)
+#: (1.34-1.36x against 1.33-1.42x). Kept from it: plans of SMs blocks and
+#: more ((2000, 1500), 192 blocks: 1.41-1.45x against 1.70-1.84x with
+#: 4-byte packs), grids over COLS_FILL4_MAX_GRID ((4000, 780), 392 blocks in
+#: 49 clusters of 8: 1.61-1.71x against 1.74-1.88x), NR 32 for 16-bit
+#: cluster plans ((8000, 20): 1.33-1.43x against 1.60-1.71x) and arrays
+#: under COLS_FILL4_MIN_BYTES ((3000, 36) float16 1.37-1.39x against
+#: 1.44-1.48x).
 COLS_FILL4 = True
 COLS_FILL4_DTYPES = ("bfloat16", "float16", "float32")
 COLS_FILL4_MIN_BYTES = 256 << 10
@@ -567,9 +568,9 @@ COLS_FILL4_NR = 16
 #: ones, folded or not) take NR COLS_FILL4_LONG_NR where the grid has at
 #: most COLS_FILL4_LONG_MAX_GRID x SMs blocks (NR 32 holds 2 blocks an SM,
 #: not 3). H100 (tools/layout_table.py with and without,
-#: COLS_FILL4_LONG_DTYPES=(); kernels/fill4.txt, run 5), float32 against the
+#: COLS_FILL4_LONG_DTYPES=(); kernels/fill4.txt, runs 5-6), float32 against the
 #: same data contiguous: (4500, 100) 1.70-1.71x -> 1.19-1.33x, (6000, 96)
-#: 1.55-1.56x -> 1.18-1.33x, (8000, 100) 1.60-1.61x -> 1.24-1.41x, (7000,
+#: 1.53-1.56x -> 1.16-1.33x, (8000, 100) 1.57-1.61x -> 1.23-1.41x, (7000,
 #: 128) 1.50-1.51x -> 1.33-1.38x, (8000, 200) (200 blocks) 1.45-1.48x ->
 #: 1.33-1.37x. Larger grids lost ((8000, 256), 256 blocks: 1.31-1.35x ->
 #: 1.64-1.68x; (5000, 384), 288: 1.19-1.20x -> 1.42-1.43x; (6000, 300), 228:
@@ -687,12 +688,12 @@ COLS_SKEW_NR = (8, 16)
 #: multiple of 4 elements has 8-byte packs already, and skewed ones of that
 #: width load two packs a row more than they write; they take the narrow
 #: plans (8-byte packs, NR 32, clusters of 3-4). H100 (tools/layout_table.py
-#: with and without, COLS_SKEW_ONLY_WIDER=False; kernels/narrow_fill.txt),
-#: softmax against the same data contiguous: (1500, 3500) 1.71-1.73x ->
-#: 1.30-1.35x, (1200, 12004) 1.87-1.95x -> 1.32-1.40x, (1800, 4004)
-#: 1.66-1.70x -> 1.52-1.62x; log_softmax alike. Shorter axes keep it: its
-#: NR 8 clusters of 8 tied or won there ((1000, 4500) float16 1.40x against
-#: 1.52x, (500, 12004) 1.44-1.53x against 1.39-1.53x).
+#: with and without, COLS_SKEW_ONLY_WIDER=False; kernels/fill4.txt, run 1),
+#: softmax and log_softmax against the same data contiguous: (1500, 3500)
+#: 1.67-1.73x -> 1.25-1.35x, (1200, 12004) 1.84-1.95x -> 1.30-1.40x, (1800,
+#: 4004) 1.62-1.70x -> 1.44-1.62x. Shorter axes keep it: its NR 8 clusters
+#: of 8 tied or won there ((1000, 4500) float16 1.38-1.40x against
+#: 1.52-1.53x, (500, 12004) 1.40-1.53x against 1.39-1.53x).
 COLS_SKEW_ONLY_WIDER = True
 COLS_SKEW_ONLY_WIDER_MIN_L = 1200
 #: Skewed 16-byte packs in the sync kernel (softmax_cols_sync's SK form,
@@ -1618,12 +1619,14 @@ def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional
 
 
 def _cols_fill4(p, O, L, I, in_dtype, out_dtype, log, dev, vec) -> LaunchPlan:
-    """``p`` (16-bit: a narrow-pack cluster plan of 8-byte packs; float32: a
-    cluster or sync plan of 16-byte packs), or for arrays of
+    """``p`` (16-bit: a narrow-pack cluster or sync plan of 8-byte packs;
+    float32: a cluster or sync plan of 16-byte packs), or for arrays of
     COLS_FILL4_DTYPES of at least COLS_FILL4_MIN_BYTES where ``p`` has under
     COLS_FILL4_MAX_BLOCKS x SMs blocks, the cluster plan of 4-byte packs on
-    full COLS_FILL4_SEGMENT-byte tiles at NR COLS_FILL4_NR, where it has at
-    least ``p``'s blocks and at most COLS_FILL4_MAX_GRID x SMs."""
+    full COLS_FILL4_SEGMENT-byte tiles at NR COLS_FILL4_NR (where no cluster
+    of 8 holds the axis and ``p`` is a sync plan, at COLS_FILL4_LONG_NR for
+    COLS_FILL4_LONG_DTYPES), where it has at least ``p``'s blocks and at most
+    COLS_FILL4_MAX_GRID (COLS_FILL4_LONG_MAX_GRID) x SMs."""
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
     b = _blocks(p)
     if (not COLS_FILL4 or in_dtype not in COLS_FILL4_DTYPES or O * L * I * isz < COLS_FILL4_MIN_BYTES
@@ -1757,9 +1760,11 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     would take COLS_FOLD_NARROW_ROUNDS rounds), and where the narrow-pack plans would stream
     split, the folded split stream (``_plan_cols_split_fold``). Small
     arrays whose cluster or sync plan has few blocks take narrower tiles
-    (``_cols_cl_small``, ``_cols_sync_small``), and small and mid 16-bit
+    (``_cols_cl_small``, ``_cols_sync_small``), small and mid 16-bit
     arrays whose plan loads the SMs unevenly a filled cluster grid
-    (``_cols_cl_fill``). ``skew``:
+    (``_cols_cl_fill``), and 16-bit arrays of 8-byte packs and float32 ones
+    whose plan has under one block an SM 4-byte-pack tiles (``_cols_fill4``).
+    ``skew``:
     x's and y's rows (and slabs) are off the 16-byte grid alike (same offset
     modulo the pack), so narrow-pack arrays may take skewed packs
     (``_choose_cols_skew``) or the sync kernel's skewed form
