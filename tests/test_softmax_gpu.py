@@ -938,7 +938,7 @@ def test_cols_narrow(dtype, log):
     the sizes of COLS_CL_CLUSTERS and, at COLS_NARROW_MINB's blocks an SM, of
     COLS_NARROW_CLUSTERS; 8-byte packs also on the small-array form's
     narrower tiles; 16-bit 4-byte packs on _cols_fill4's 8-lane tiles at
-    COLS_FILL4_NR), softmax_cols_sync with scalars (no prefetch) over one round and several,
+    COLS_FILL4_NR and COLS_FILL4_LONG_NR), softmax_cols_sync with scalars (no prefetch) over one round and several,
     special columns, output poisoned first; then the public call, and the
     dispatcher's choice on those shapes is one of the narrow plans."""
     import cupy as cp
@@ -1550,8 +1550,8 @@ def test_smem1_rows(dtype, log):
 def test_cols_fill4_and_off_sector_tiles(dtype, log, monkeypatch):
     """The plans of _cols_fill4 (4-byte packs on 8-lane tiles, NR 16: small
     16-bit arrays of 8-byte packs, small float32 arrays of 16-byte packs;
-    NR 32 for sync plans on longer axes),
-    the narrow plans 16-bit axes of 8-byte packs take in place of skewed ones
+    NR 32 for sync plans on longer axes), the narrow plans 16-bit axes of
+    8-byte packs take in place of skewed ones
     (COLS_SKEW_ONLY_WIDER), and float32's 256-byte sync tiles on rows off
     the 32-byte sector grid (COLS_SYNC_SEGMENT_OFF_SECTOR_MAX_SPLITS): the
     public call with special columns, output poisoned first, asserting on
