@@ -1619,10 +1619,11 @@ def _choose_cols_narrow(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional
 
 
 def _cols_fill4(p, O, L, I, in_dtype, out_dtype, log, dev, vec) -> LaunchPlan:
-    """``p`` (16-bit: a narrow-pack cluster or sync plan of 8-byte packs;
-    float32: a cluster or sync plan of 16-byte packs), or for arrays of
-    COLS_FILL4_DTYPES of at least COLS_FILL4_MIN_BYTES where ``p`` has under
-    COLS_FILL4_MAX_BLOCKS x SMs blocks, the cluster plan of 4-byte packs on
+    """``p``, or, where ``p`` is a 16-bit plan of 8-byte packs (narrow-pack
+    cluster or sync) or a float32 one of 16-byte packs (cluster or sync;
+    other packs keep ``p``) of an array of COLS_FILL4_DTYPES of at least
+    COLS_FILL4_MIN_BYTES, and ``p`` has under COLS_FILL4_MAX_BLOCKS x SMs
+    blocks, the cluster plan of 4-byte packs on
     full COLS_FILL4_SEGMENT-byte tiles at NR COLS_FILL4_NR (where no cluster
     of 8 holds the axis and ``p`` is a sync plan, at COLS_FILL4_LONG_NR for
     COLS_FILL4_LONG_DTYPES), where it has at least ``p``'s blocks and at most
@@ -1630,6 +1631,7 @@ def _cols_fill4(p, O, L, I, in_dtype, out_dtype, log, dev, vec) -> LaunchPlan:
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
     b = _blocks(p)
     if (not COLS_FILL4 or in_dtype not in COLS_FILL4_DTYPES or O * L * I * isz < COLS_FILL4_MIN_BYTES
+            or (vec * isz != COLS_NARROW_PACK_BYTES if isz == 2 else vec * isz < VECTOR_BYTES)  # (measured packs)
             or b >= COLS_FILL4_MAX_BLOCKS * dev.sm_count):
         return p
     v, cap = 4 // isz, COLS_FILL4_MAX_GRID
@@ -1806,17 +1808,14 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
                 nw = ssk
             if nw is not None:
                 nw = _fold_over_rounds(nw, O, L, I, in_dtype, out_dtype, log, dev, vec, dense)
-                if nw.sync and isz == 2 and vec * isz == COLS_NARROW_PACK_BYTES:  # (the long form, 8-byte packs)
-                    return _cols_fill4(nw, O, L, I, in_dtype, out_dtype, log, dev, vec)
-                return nw
+                return _cols_fill4(nw, O, L, I, in_dtype, out_dtype, log, dev, vec) if nw.sync else nw
             if dense:
                 nw = _plan_cols_split_fold(O, L, I, in_dtype, out_dtype, log, dev)
             return nw if nw is not None else _plan_cols_split(O, L, I, in_dtype, out_dtype, log, dev, vec)
         cl = _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec)
         if cl is not None:
-            cl = _cols_cl_small(cl, O, L, I, in_dtype, out_dtype, log, dev, vec)
-            if isz == 4:
-                return _cols_fill4(cl, O, L, I, in_dtype, out_dtype, log, dev, vec)
+            cl = _cols_fill4(_cols_cl_small(cl, O, L, I, in_dtype, out_dtype, log, dev, vec),
+                             O, L, I, in_dtype, out_dtype, log, dev, vec)  # (float32; 16-bit: the next)
             return _cols_cl_fill(cl, O, L, I, in_dtype, out_dtype, log, dev, vec)
         sy = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec)
         if sy is not None:
@@ -1832,8 +1831,7 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
                         return wide
                 sm = _cols_cl_small(sy, O, L, I, in_dtype, out_dtype, log, dev, vec)
                 sm = sm if sm is not sy else _cols_sync_small(sy, O, L, I, in_dtype, out_dtype, log, dev, vec)
-                if isz == 4:
-                    return _cols_fill4(sm, O, L, I, in_dtype, out_dtype, log, dev, vec)
+                sm = _cols_fill4(sm, O, L, I, in_dtype, out_dtype, log, dev, vec)  # (float32; 16-bit: the next)
                 return _cols_cl_fill(sm, O, L, I, in_dtype, out_dtype, log, dev, vec)
         st = None
         if (in_dtype, out_dtype) in COLS_STAGED_PAIRS:
