@@ -526,6 +526,16 @@ COLS_NARROW_PACK_BYTES = 8
 COLS_NARROW_MIN_BLOCKS = 1.25
 COLS_NARROW_SYNC_NR = 32
 COLS_NARROW_SYNC_MAX_ROUNDS = 2
+#: Narrow-pack sync plans of COLS_NARROW_SYNC8_DTYPES arrays of 8-byte packs
+#: that would take two rounds or more (and so the fold, _fold_over_rounds)
+#: take the sync plan of those 8-byte packs at NR COLS_NARROW_SYNC8_NR on
+#: COLS_NARROW_SYNC8_SEGMENT-byte tiles where that runs in one round.
+#: Found by tools/cols_oracle.py; H100, kernels/sync4_cl.txt: bfloat16
+#: (8000, 500) 1.59x (folded) -> 1.45x, (7000, 500) 1.61x -> 1.46x, (8000,
+#: 420) 1.55x -> 1.42x; float16 within 0.03x either way, so not taken.
+COLS_NARROW_SYNC8_DTYPES = ("bfloat16",)
+COLS_NARROW_SYNC8_NR = 16
+COLS_NARROW_SYNC8_SEGMENT = 128
 #: Tiles of 4-byte packs (_cols_fill4): an array of COLS_FILL4_DTYPES of at
 #: least COLS_FILL4_MIN_BYTES whose plan has under COLS_FILL4_MAX_BLOCKS x
 #: SMs blocks (16-bit: the narrow-pack cluster plan of 8-byte packs, after
@@ -584,6 +594,25 @@ COLS_FILL4_NR = 16
 COLS_FILL4_LONG_NR = 32
 COLS_FILL4_LONG_DTYPES = ("float32", "bfloat16", "float16")
 COLS_FILL4_LONG_MAX_GRID = 1.6
+#: float32 sync plans at NR 4 (16-byte packs, about 2000-4100 rows of
+#: 260-740 columns: at most 32 splits of 128 rows, the whole grid at once at
+#: 3 blocks an SM) take the cluster plan of 16-byte packs at NR
+#: COLS_SYNC4_CL_NR on COLS_SYNC4_CL_SEGMENT-byte tiles where one exists
+#: (clusters of 8 hold up to 4096 rows) in at most COLS_SYNC4_CL_MAX_GRID x
+#: SMs blocks. Found by tools/cols_oracle.py: in all 18 such cases it timed
+#: (softmax), a cluster plan beat the sync plan, this one among the best
+#: three every time. H100 A/B (tools/layout_table.py, COLS_SYNC4_CL_DTYPES=();
+#: kernels/sync4_cl.txt), against the same data contiguous, softmax |
+#: log_softmax: (4000, 300) 1.64x -> 1.45x | 1.64x -> 1.46x, (3000, 384) 1.57x
+#: -> 1.42x | 1.61x -> 1.44x, (4050, 260) 1.76x -> 1.58x | 1.69x -> 1.56x,
+#: (3200, 400) 1.49x -> 1.31x | 1.49x -> 1.36x (136-224 blocks). Grids of
+#: 256 blocks and more (32 clusters of 8 and more at 2 blocks an SM) lost in
+#: log_softmax: (2050, 512) 1.53x -> 1.78x, (2500, 608) 1.21x -> 1.46x,
+#: (2050, 736) 1.25x -> 1.56x (softmax too there: 1.24x -> 1.35x).
+COLS_SYNC4_CL_DTYPES = ("float32",)
+COLS_SYNC4_CL_NR = 8
+COLS_SYNC4_CL_SEGMENT = 64
+COLS_SYNC4_CL_MAX_GRID = 1.75
 #: Folded axes: a unit-stride length I that is not a multiple of the 16-byte
 #: pack, on dense slabs with aligned pointers (e.g. (4000, 1001)), runs
 #: softmax_cols_sync with 16-byte packs on the slab read as (L / f, I x f),
@@ -662,6 +691,20 @@ COLS_WIDE_MAX_PACKS = 1024  # softmax.cu's COLS_WIDE_MAX_THREADS
 COLS_WIDE_BLOCKS_PER_SM = 1
 COLS_WIDE_MIN_ROWS = 20
 COLS_WIDE_UNROLL = 8
+#: Rows of at least COLS_WIDE_LONG_ROW_BYTES take the whole-width stream only
+#: on axes of at least COLS_WIDE_LONG_ROW_MIN_L rows (shorter ones keep the
+#: skewed sync kernel). H100 A/B (tools/layout_table.py; kernels/sync4_cl.txt,
+#: runs 3-4), softmax against the same data contiguous, wide -> skewed sync:
+#: bfloat16 (6000, 3500) 1.65-1.71x -> 1.44x, (6000, 3300) 1.61x -> 1.46x,
+#: (5500, 3500) 1.60x -> 1.41x, (7000, 3500) 1.47x -> 1.40x, (7500, 3500)
+#: 1.49x -> 1.39x, (8000, 3500) 1.57x -> 1.42x, float16 and log_softmax
+#: alike. The stream kept its lead on narrower rows ((7000, 3100) 1.43x
+#: against 1.52x, (6000, 2500) 1.58x against 1.62x) and from 9000 rows
+#: ((9000, 3500) 1.67x against 1.72x, (9750, 3700) 1.64x against 1.71x,
+#: (9500, 3900) 1.72x either way; (12000, 3500) 1.68x against 1.84x,
+#: tools/cols_oracle.py).
+COLS_WIDE_LONG_ROW_BYTES = 6600
+COLS_WIDE_LONG_ROW_MIN_L = 8500
 COLS_WIDE_MERGE_THREADS = 256  # a warp a column
 #: Skewed packs (softmax_cols_cl's SK form, _choose_cols_skew): on sm_90, a
 #: same-dtype float16 / bfloat16 array whose unit-stride axis is off the
@@ -1430,7 +1473,8 @@ def _plan_cols_wide(O, L, I, in_dtype, out_dtype, log, dev, dense) -> Optional[L
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
     f = fold_factor(I, in_dtype, out_dtype)
     if (f == 1 or L % f or L * I * isz < COLS_WIDE_MIN_BYTES or I * isz < COLS_WIDE_MIN_ROW_BYTES
-            or I * f * isz > COLS_WIDE_MAX_PACKS * VECTOR_BYTES):
+            or I * f * isz > COLS_WIDE_MAX_PACKS * VECTOR_BYTES
+            or (I * isz >= COLS_WIDE_LONG_ROW_BYTES and L < COLS_WIDE_LONG_ROW_MIN_L)):
         return None
     Lf, pf = L // f, I * f * isz // VECTOR_BYTES
     G = dev.sm_count * COLS_WIDE_BLOCKS_PER_SM
@@ -1731,6 +1775,12 @@ def _fold_over_rounds(p, O, L, I, in_dtype, out_dtype, log, dev, vec, dense) -> 
     if (not dense or not p.sync or p.fold != 1 or not COLS_FOLD_NARROW_ROUNDS
             or _sync_rounds(p) < COLS_FOLD_NARROW_ROUNDS):
         return p
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    if in_dtype in COLS_NARROW_SYNC8_DTYPES and vec * isz == COLS_NARROW_PACK_BYTES:
+        q = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=COLS_NARROW_SYNC8_NR, v=vec,
+                            segment=COLS_NARROW_SYNC8_SEGMENT)
+        if q is not None and _sync_rounds(q) == 1:
+            return q
     fp = _plan_cols_fold(O, L, I, in_dtype, out_dtype, log, dev, vec)
     return fp if fp is not None and _sync_rounds(fp) < _sync_rounds(p) else p
 
@@ -1829,6 +1879,11 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
                     most = COLS_SYNC_SEGMENT_OFF_SECTOR_MAX_SPLITS if off else COLS_SYNC_SEGMENT_MAX_SPLITS
                     if wide is not None and wide.extra[1] <= most:
                         return wide
+                if nr_ == 4 and in_dtype in COLS_SYNC4_CL_DTYPES:
+                    q = _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=COLS_SYNC4_CL_NR,
+                                      segment=COLS_SYNC4_CL_SEGMENT)
+                    if q is not None and _blocks(q) <= COLS_SYNC4_CL_MAX_GRID * dev.sm_count:
+                        return q
                 sm = _cols_cl_small(sy, O, L, I, in_dtype, out_dtype, log, dev, vec)
                 sm = sm if sm is not sy else _cols_sync_small(sy, O, L, I, in_dtype, out_dtype, log, dev, vec)
                 sm = _cols_fill4(sm, O, L, I, in_dtype, out_dtype, log, dev, vec)  # (float32; 16-bit: the next)
@@ -1965,6 +2020,11 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                         k = (f"softmax_cols_sync<{T}, {T}, {LG}, 1, {COLS_SYNC_THREADS}, {r}, "
                              f"{COLS_SYNC_MINB[r]}, false>")
                         found[("softmax.cu", k)] = None
+                        if ti in COLS_NARROW_SYNC8_DTYPES:  # 8-byte packs (_fold_over_rounds)
+                            r = COLS_NARROW_SYNC8_NR
+                            k = (f"softmax_cols_sync<{T}, {T}, {LG}, {COLS_NARROW_PACK_BYTES // isz}, "
+                                 f"{COLS_SYNC_THREADS}, {r}, {COLS_SYNC_MINB[r]}, false>")
+                            found[("softmax.cu", k)] = None
                         for I in (1001, 1002, 1500):  # the folded split stream (_plan_cols_split_fold)
                             p = _plan_cols_split_fold(1, 10 ** 5, I, ti, to, log, dev)
                             for kname in (p.kernels() if p is not None else ()):

@@ -593,6 +593,65 @@ def test_cols_sync_skew_rules():
     assert _dispatch._choose_cols_sync_skew(1, 100, 1001, "float32", "float32", False, h100) is None  # < a block
 
 
+def test_cols_sync4_sync8_rules(monkeypatch):
+    """On sm_90: float32 sync plans at NR 4 take the cluster plan of 16-byte
+    packs at NR COLS_SYNC4_CL_NR on COLS_SYNC4_CL_SEGMENT-byte tiles where it
+    has at most COLS_SYNC4_CL_MAX_GRID x SMs blocks; bfloat16 narrow-pack
+    sync plans of two rounds or more on dense slabs of 8-byte packs (the fold
+    would follow) take the sync plan of 8-byte packs at NR
+    COLS_NARROW_SYNC8_NR on COLS_NARROW_SYNC8_SEGMENT-byte tiles where it
+    runs in one round. Grids over the cap, float16, non-dense slabs,
+    one-round plans, 16-bit NR 4 sync plans and sm_80 keep their plans, as
+    does everything with the switches off. Every plan given is in the
+    compile-check enumeration."""
+    h100, a100 = _dispatch.DeviceInfo(132, 90, 232448), _dispatch.DeviceInfo(108, 80, 167936)
+    names = {k for _, k in _dispatch.all_forward_kernels(h100)}
+    P, blocks = _dispatch.plan_cols, _dispatch._blocks
+
+    def with_(name, value, *a):
+        with monkeypatch.context() as m:
+            m.setattr(_dispatch, name, value)
+            return P(*a)
+
+    assert _dispatch.COLS_SYNC4_CL_MAX_GRID == 1.75
+    for log in (False, True):
+        LG = str(log).lower()
+        # float32: sync plans of 264-392 blocks at NR 4 -> clusters of 8 at NR 8, 136-224 blocks
+        for L, I in ((4000, 300), (3000, 384), (3200, 400), (4050, 260), (3500, 448)):
+            a = (1, L, I, "float32", "float32", log, h100, 4, True, False)
+            p, q = P(*a), with_("COLS_SYNC4_CL_DTYPES", (), *a)
+            assert q.sync and q.extra[3] == 4 and blocks(q) >= h100.sm_count, (L, I, q)
+            assert p.kernel == f"softmax_cols_cl<float, float, {LG}, 4, 256, {_dispatch.COLS_SYNC4_CL_NR}, 8, 2, 1>", p
+            assert p.extra[0] * 16 == _dispatch.COLS_SYNC4_CL_SEGMENT and p.kernel in names, p
+            assert blocks(p) <= _dispatch.COLS_SYNC4_CL_MAX_GRID * h100.sm_count, p
+            a = (1, L, I, "float32", "float32", log, a100, 4, True, False)
+            assert P(*a) == with_("COLS_SYNC4_CL_DTYPES", (), *a) and P(*a).sync
+        # kept: grids over the cap ((2050, 512): 256 blocks, (2050, 736): 368), 16-bit NR 4 sync plans
+        for dt, L, I in (("float32", 2050, 512), ("float32", 2050, 736), ("bfloat16", 16000, 64),
+                         ("float16", 12000, 96)):
+            a = (1, L, I, dt, dt, log, h100, 16 // (4 if dt == "float32" else 2), True, False)
+            assert P(*a).sync and P(*a).extra[3] == 4, (dt, L, I, P(*a))
+            assert P(*a) == with_("COLS_SYNC4_CL_DTYPES", (), *a)
+        a = (1, 2050, 512, "float32", "float32", log, h100, 4, True, False)
+        assert P(*a) != with_("COLS_SYNC4_CL_MAX_GRID", 2.0, *a)
+        # bfloat16: folded sync plans (fill4's long form at (8000, 300); unfolded scalars at L = 4203, odd) ->
+        # 8-byte packs at NR 16 on 128-byte tiles, one round
+        for L, I in ((8000, 500), (4200, 900), (13000, 300), (25000, 100), (8000, 300), (4203, 900)):
+            a = (1, L, I, "bfloat16", "bfloat16", log, h100, 4, True, True)
+            p, q = P(*a), with_("COLS_NARROW_SYNC8_DTYPES", (), *a)
+            assert p != q and p.kernel == (f"softmax_cols_sync<bf16_t, bf16_t, {LG}, 4, 256, "
+                                           f"{_dispatch.COLS_NARROW_SYNC8_NR}, 2, false>"), (L, I, p)
+            assert p.kernel in names and p.fold == 1 and _dispatch._sync_rounds(p) == 1, p
+            assert p.extra[0] * 8 == _dispatch.COLS_NARROW_SYNC8_SEGMENT, p
+            assert q.fold == 2 or q.kernel.startswith("softmax_cols_cl<") or q.extra[3] == 32, q
+            for dt, dense, dev in (("float16", True, h100), ("bfloat16", False, h100), ("bfloat16", True, a100)):
+                b = (1, L, I, dt, dt, log, dev, 4, dense, dense)
+                assert P(*b) == with_("COLS_NARROW_SYNC8_DTYPES", (), *b), (dt, dense, dev, L, I)
+        # kept: a one-round narrow sync plan ((8000, 100): scalars at NR 32 in 128 blocks)
+        a = (1, 8000, 100, "bfloat16", "bfloat16", log, h100, 4, True, True)
+        assert P(*a) == with_("COLS_NARROW_SYNC8_DTYPES", (), *a) and P(*a).sync
+
+
 def test_cols_fill4_rules(monkeypatch):
     """_cols_fill4: on sm_90, a same-dtype array of COLS_FILL4_DTYPES of at
     least COLS_FILL4_MIN_BYTES whose plan (16-bit: the narrow-pack cluster
@@ -611,6 +670,10 @@ def test_cols_fill4_rules(monkeypatch):
     h100, a100 = _dispatch.DeviceInfo(132, 90, 232448), _dispatch.DeviceInfo(108, 80, 167936)
     names = {k for _, k in _dispatch.all_forward_kernels(h100)}
     P, blocks = _dispatch.plan_cols, _dispatch._blocks
+    # the rules as measured, before the later ones in front of them (test_cols_sync4_sync8_rules): bfloat16's
+    # 8-byte-pack sync plans in place of the fold, float32's NR 8 cluster plans in place of NR 4 sync plans
+    monkeypatch.setattr(_dispatch, "COLS_NARROW_SYNC8_DTYPES", ())
+    monkeypatch.setattr(_dispatch, "COLS_SYNC4_CL_DTYPES", ())
 
     def with_(name, value, *a):
         with monkeypatch.context() as m:
@@ -769,7 +832,8 @@ def test_cols_wide_rules():
     """_plan_cols_wide: plan_cols takes the whole-width split stream on sm_90
     for one dense slab of float16 / bfloat16 (same dtype out) whose rows are
     off the 16-byte grid, at each bound (bytes, row bytes, packs of the
-    folded row, folded rows a block) and not one step past it; never on
+    folded row, folded rows a block, the axis length of rows of
+    COLS_WIDE_LONG_ROW_BYTES) and not one step past it; never on
     sm_80, non-dense or several slabs, float32, another output dtype, rows on
     the 16-byte grid or L not a multiple of the fold. The plan is of the
     reshaped problem (fold f, workspace of G x I f partials and I totals),
@@ -802,8 +866,17 @@ def test_cols_wide_rules():
             assert W(1, 16000, 1026, dt, dt, False, h100, True) is not None
             assert W(1, 16000, 1022, dt, dt, False, h100, True) is None
             # packs of the folded row: I = 4092 (f = 2) 1023 packs; I = 4100 (f = 2) 1025
-            assert W(1, 8000, 4092, dt, dt, False, h100, True).block == (1024,)
-            assert W(1, 8000, 4100, dt, dt, False, h100, True) is None
+            assert W(1, 10000, 4092, dt, dt, False, h100, True).block == (1024,)
+            assert W(1, 10000, 4100, dt, dt, False, h100, True) is None
+            # rows of COLS_WIDE_LONG_ROW_BYTES (I = 3300: 6600 bytes, f = 2) only from COLS_WIDE_LONG_ROW_MIN_L
+            # rows; I = 3292 (6584 bytes, f = 2) at any length
+            assert _dispatch.COLS_WIDE_LONG_ROW_BYTES == 6600 and _dispatch.COLS_WIDE_LONG_ROW_MIN_L == 8500
+            assert W(1, 8500, 3300, dt, dt, False, h100, True) is not None
+            assert W(1, 8498, 3300, dt, dt, False, h100, True) is None
+            assert W(1, 8000, 3292, dt, dt, False, h100, True) is not None
+            for log in (False, True):  # (6000, 3500): the skewed sync kernel instead
+                p = _dispatch.plan_cols(1, 6000, 3500, dt, dt, log, h100, 4, True, True)
+                assert p.sync and p.kernel.endswith(", false, true>"), p
             # folded rows a block (G x COLS_WIDE_MIN_ROWS); the bytes bound lifted
             lo = G * _dispatch.COLS_WIDE_MIN_ROWS * 2
             import unittest.mock as um
