@@ -526,13 +526,21 @@ COLS_NARROW_PACK_BYTES = 8
 COLS_NARROW_MIN_BLOCKS = 1.25
 COLS_NARROW_SYNC_NR = 32
 COLS_NARROW_SYNC_MAX_ROUNDS = 2
-#: Narrow-pack sync plans of COLS_NARROW_SYNC8_DTYPES arrays of 8-byte packs
-#: that would take two rounds or more (and so the fold, _fold_over_rounds)
-#: take the sync plan of those 8-byte packs at NR COLS_NARROW_SYNC8_NR on
-#: COLS_NARROW_SYNC8_SEGMENT-byte tiles where that runs in one round.
-#: Found by tools/cols_oracle.py; H100, kernels/sync4_cl.txt: bfloat16
-#: (8000, 500) 1.59x (folded) -> 1.45x, (7000, 500) 1.61x -> 1.46x, (8000,
-#: 420) 1.55x -> 1.42x; float16 within 0.03x either way, so not taken.
+#: The narrow-pack (scalar) sync plans of dense COLS_NARROW_SYNC8_DTYPES
+#: slabs of 8-byte packs that would take two rounds or more (and so the fold,
+#: _fold_over_rounds) take the sync plan of those 8-byte packs at NR
+#: COLS_NARROW_SYNC8_NR on COLS_NARROW_SYNC8_SEGMENT-byte tiles where that
+#: runs in one round (about 4100-30000 rows of 70-960 columns). Found by
+#: tools/cols_oracle.py ((8000, 500), (7000, 500), (8000, 420)). H100 A/B
+#: (tools/layout_table.py, COLS_NARROW_SYNC8_DTYPES=(); kernels/sync4_cl.txt,
+#: runs 3-4), against the same data contiguous, softmax: (4200, 900) 1.57x ->
+#: 1.25x, (8000, 500) 1.64-1.67x -> 1.52x, (13000, 300) 1.46x -> 1.19x,
+#: (25000, 100) 1.76x -> 1.68x; from scalars on odd lengths (no fold):
+#: (4203, 900) 1.63x -> 1.24x, (8859, 300) 1.81x -> 1.36x, (27483, 100)
+#: 2.13x -> 1.60x; from the long form of _cols_fill4: (8000, 300) 1.45-1.54x
+#: -> 1.43-1.52x. 19 of 20 faster, log_softmax 20 of 20 (the one: (28000,
+#: 76) 1.65x against 1.64x). float16 (softmax, run 3) gained up to 8000 rows
+#: and lost from 9000 ((25000, 100) 1.80x -> 1.94x): not taken.
 COLS_NARROW_SYNC8_DTYPES = ("bfloat16",)
 COLS_NARROW_SYNC8_NR = 16
 COLS_NARROW_SYNC8_SEGMENT = 128
@@ -602,10 +610,11 @@ COLS_FILL4_LONG_MAX_GRID = 1.6
 #: SMs blocks. Found by tools/cols_oracle.py: in all 18 such cases it timed
 #: (softmax), a cluster plan beat the sync plan, this one among the best
 #: three every time. H100 A/B (tools/layout_table.py, COLS_SYNC4_CL_DTYPES=();
-#: kernels/sync4_cl.txt), against the same data contiguous, softmax |
-#: log_softmax: (4000, 300) 1.64x -> 1.45x | 1.64x -> 1.46x, (3000, 384) 1.57x
-#: -> 1.42x | 1.61x -> 1.44x, (4050, 260) 1.76x -> 1.58x | 1.69x -> 1.56x,
-#: (3200, 400) 1.49x -> 1.31x | 1.49x -> 1.36x (136-224 blocks). Grids of
+#: kernels/sync4_cl.txt, runs 3-4), against the same data contiguous,
+#: softmax | log_softmax: (4000, 300) 1.64-1.66x -> 1.45-1.46x | 1.64-1.66x
+#: -> 1.46-1.49x, (3000, 384) 1.57-1.60x -> 1.42x | 1.61-1.62x -> 1.44-1.46x,
+#: (4050, 260) 1.76x -> 1.58x | 1.69x -> 1.56x, (3200, 400) 1.49x -> 1.31x
+#: | 1.49x -> 1.36x (136-224 blocks; 7 of 7 faster in both). Grids of
 #: 256 blocks and more (32 clusters of 8 and more at 2 blocks an SM) lost in
 #: log_softmax: (2050, 512) 1.53x -> 1.78x, (2500, 608) 1.21x -> 1.46x,
 #: (2050, 736) 1.25x -> 1.56x (softmax too there: 1.24x -> 1.35x).
@@ -1771,12 +1780,15 @@ def _fold_over_rounds(p, O, L, I, in_dtype, out_dtype, log, dev, vec, dense) -> 
     in its place where ``p`` is a sync plan in at least
     COLS_FOLD_NARROW_ROUNDS rounds, the slabs are dense and the fold runs in
     fewer rounds (one, for one slab), whatever the array's size and pack
-    width."""
+    width. Before the fold, a scalar sync plan of COLS_NARROW_SYNC8_DTYPES
+    on 8-byte packs takes the 8-byte-pack sync plan where that runs in one
+    round (see COLS_NARROW_SYNC8_DTYPES)."""
     if (not dense or not p.sync or p.fold != 1 or not COLS_FOLD_NARROW_ROUNDS
             or _sync_rounds(p) < COLS_FOLD_NARROW_ROUNDS):
         return p
     isz = numpy.dtype(_np_name(in_dtype)).itemsize
-    if in_dtype in COLS_NARROW_SYNC8_DTYPES and vec * isz == COLS_NARROW_PACK_BYTES:
+    scalars = p.kernel.split("<", 1)[1].split(", ")[3] == "1"  # (not a skewed sync plan's 16-byte packs)
+    if scalars and in_dtype in COLS_NARROW_SYNC8_DTYPES and vec * isz == COLS_NARROW_PACK_BYTES:
         q = _plan_cols_sync(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=COLS_NARROW_SYNC8_NR, v=vec,
                             segment=COLS_NARROW_SYNC8_SEGMENT)
         if q is not None and _sync_rounds(q) == 1:
@@ -1814,8 +1826,9 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     arrays whose cluster or sync plan has few blocks take narrower tiles
     (``_cols_cl_small``, ``_cols_sync_small``), small and mid 16-bit
     arrays whose plan loads the SMs unevenly a filled cluster grid
-    (``_cols_cl_fill``), and 16-bit arrays of 8-byte packs and float32 ones
-    whose plan has under one block an SM 4-byte-pack tiles (``_cols_fill4``).
+    (``_cols_cl_fill``), 16-bit arrays of 8-byte packs and float32 ones
+    whose plan has under one block an SM 4-byte-pack tiles (``_cols_fill4``),
+    and float32 sync plans at NR 4 the NR 8 cluster plan (COLS_SYNC4_CL_*).
     ``skew``:
     x's and y's rows (and slabs) are off the 16-byte grid alike (same offset
     modulo the pack), so narrow-pack arrays may take skewed packs
