@@ -4,6 +4,7 @@ error raised by a launch comes back as a RuntimeError naming the operation,
 the kernel and the problem size."""
 import contextlib
 import dataclasses
+import functools
 import os
 import warnings
 
@@ -109,6 +110,14 @@ def test_error_not_caused_by_cache_is_reported(fake_cupy, monkeypatch):
 # ----------------------------------------------------------------------------
 # Launch errors
 # ----------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _forward_names(dev):
+    """The compile-check enumeration's kernel names on ``dev`` under the
+    default switches (all_forward_kernels takes about half a minute; the
+    rule tests call this before they patch any switch)."""
+    return frozenset(k for _, k in _dispatch.all_forward_kernels(dev))
+
+
 def _cuda_error():
     from cupy_backends.cuda.api.runtime import CUDARuntimeError
     return CUDARuntimeError(700)  # cudaErrorIllegalAddress
@@ -359,7 +368,7 @@ def test_cols_fold_rules():
             assert _dispatch.plan_cols(O, L, I, dt, dt, True, dev, 1, False).fold == 1
     # 8-byte narrow packs keep the narrow-pack plan (16-bit I a multiple of 4, not 8)
     assert _dispatch.plan_cols(1, 4000, 1500, "bfloat16", "bfloat16", False, dev, 4, True).fold == 1
-    names = {k for _, k in _dispatch.all_forward_kernels(dev)}
+    names = _forward_names(dev)
     assert "softmax_cols_sync<float, float, false, 4, 256, 16, 2, true, true>" in names
 
 
@@ -372,7 +381,7 @@ def test_cols_fold_over_rounds_rules(monkeypatch):
     plans and cluster plans stay; COLS_FOLD_NARROW_ROUNDS = 0 turns it off.
     Every kernel it picks is in the compile-check enumeration."""
     h100 = _dispatch.DeviceInfo(132, 90, 232448)
-    names = {k for _, k in _dispatch.all_forward_kernels(h100)}
+    names = _forward_names(h100)
 
     def rounds(p):
         return -(-p.extra[2] * p.extra[1] // p.grid[0])
@@ -409,7 +418,7 @@ def test_cols_cl_small_rules(monkeypatch):
     COLS_CL_SMALL = False turns it off; every kernel it picks is listed by
     the compile check."""
     h100 = _dispatch.DeviceInfo(132, 90, 232448)
-    names = {k for _, k in _dispatch.all_forward_kernels(h100)}
+    names = _forward_names(h100)
     monkeypatch.setattr(_dispatch, "COLS_FILL4", False)  # (it follows this rule: test_cols_fill4_rules)
 
     def blocks(p):
@@ -492,7 +501,7 @@ def test_cols_skew_rules():
     COLS_SKEW_PACK_BYTES, a tile writes TX - 2 packs a row, and the
     compile-check enumeration lists its kernels."""
     h100, a100 = _dispatch.DeviceInfo(132, 90), _dispatch.DeviceInfo(108, 80)
-    names = {k for _, k in _dispatch.all_forward_kernels(h100)}
+    names = _forward_names(h100)
     for dt, I in (("bfloat16", 5001), ("float16", 3001)):
         isz = 2
         L = 1400  # (both axes of 2000 and more: the skewed sync plan)
@@ -548,8 +557,8 @@ def test_cols_sync_skew_rules():
     they load, its fallback the unskewed split stream; the compile-check
     enumeration lists its kernels (sm_90 only)."""
     h100, a100 = _dispatch.DeviceInfo(132, 90), _dispatch.DeviceInfo(108, 80)
-    names = {k for _, k in _dispatch.all_forward_kernels(h100)}
-    names80 = {k for _, k in _dispatch.all_forward_kernels(a100)}
+    names = _forward_names(h100)
+    names80 = _forward_names(a100)
     assert not any(k.endswith(", false, true>") and "cols_sync" in k for k in names80)
     for dt, L, I in (("float32", 8000, 1001), ("float32", 16384, 1001), ("float32", 8192, 4095),
                      ("float32", 2000, 3001), ("float32", 16384, 1002), ("bfloat16", 8192, 4095),
@@ -605,7 +614,7 @@ def test_cols_sync4_sync8_rules(monkeypatch):
     does everything with the switches off. Every plan given is in the
     compile-check enumeration."""
     h100, a100 = _dispatch.DeviceInfo(132, 90, 232448), _dispatch.DeviceInfo(108, 80, 167936)
-    names = {k for _, k in _dispatch.all_forward_kernels(h100)}
+    names = _forward_names(h100)
     P, blocks = _dispatch.plan_cols, _dispatch._blocks
 
     def with_(name, value, *a):
@@ -668,7 +677,7 @@ def test_cols_fill4_rules(monkeypatch):
     blocks; cluster plans there keep theirs.
     Every plan it gives is in the compile-check enumeration."""
     h100, a100 = _dispatch.DeviceInfo(132, 90, 232448), _dispatch.DeviceInfo(108, 80, 167936)
-    names = {k for _, k in _dispatch.all_forward_kernels(h100)}
+    names = _forward_names(h100)
     P, blocks = _dispatch.plan_cols, _dispatch._blocks
     # the rules as measured, before the later ones in front of them (test_cols_sync4_sync8_rules): bfloat16's
     # 8-byte-pack sync plans in place of the fold, float32's NR 8 cluster plans in place of NR 4 sync plans
@@ -772,7 +781,7 @@ def test_cols_cl_fill_rules():
     does everything with COLS_CL_FILL off. Every plan it gives is in the
     compile-check enumeration."""
     h100, a100 = _dispatch.DeviceInfo(132, 90, 232448), _dispatch.DeviceInfo(108, 80, 167936)
-    names = {k for _, k in _dispatch.all_forward_kernels(h100)}
+    names = _forward_names(h100)
     P = _dispatch.plan_cols
 
     def off(*a):
@@ -839,8 +848,8 @@ def test_cols_wide_rules():
     reshaped problem (fold f, workspace of G x I f partials and I totals),
     and the compile-check enumeration lists its three kernels."""
     h100, a100 = _dispatch.DeviceInfo(132, 90), _dispatch.DeviceInfo(108, 80)
-    names = {k for _, k in _dispatch.all_forward_kernels(h100)}
-    assert not any("wide" in k for _, k in _dispatch.all_forward_kernels(a100))
+    names = _forward_names(h100)
+    assert not any("wide" in k for k in _forward_names(a100))
     W = _dispatch._plan_cols_wide
     minb, minr = _dispatch.COLS_WIDE_MIN_BYTES, _dispatch.COLS_WIDE_MIN_ROW_BYTES
     G = h100.sm_count * _dispatch.COLS_WIDE_BLOCKS_PER_SM
@@ -899,7 +908,7 @@ def test_cols_split_fold_rules():
     finish kernel is the FOLD instantiation, and the compile-check
     enumeration lists it."""
     h100, a100 = _dispatch.DeviceInfo(132, 90), _dispatch.DeviceInfo(108, 80)
-    names = {k for _, k in _dispatch.all_forward_kernels(h100)}
+    names = _forward_names(h100)
     # (float16 (16384, 1500) takes the whole-width stream: test_cols_wide_rules)
     for dt, L, I, f in (("float32", 16384, 1001, 4), ("float32", 16384, 1002, 2), ("bfloat16", 16384, 1001, 8),
                         ("float16", 16384, 1001, 8), ("bfloat16", 8192, 4095, 8), ("float32", 8000, 1001, 4),
