@@ -107,9 +107,6 @@ def test_error_not_caused_by_cache_is_reported(fake_cupy, monkeypatch):
     assert _loader._disk_cache_ok, "the cache is not blamed when memory mode fails too"
 
 
-# ----------------------------------------------------------------------------
-# Launch errors
-# ----------------------------------------------------------------------------
 @functools.lru_cache(maxsize=None)
 def _forward_names(dev):
     """The compile-check enumeration's kernel names on ``dev`` under the
@@ -118,6 +115,9 @@ def _forward_names(dev):
     return frozenset(k for _, k in _dispatch.all_forward_kernels(dev))
 
 
+# ----------------------------------------------------------------------------
+# Launch errors
+# ----------------------------------------------------------------------------
 def _cuda_error():
     from cupy_backends.cuda.api.runtime import CUDARuntimeError
     return CUDARuntimeError(700)  # cudaErrorIllegalAddress
