@@ -115,6 +115,14 @@ def _forward_names(dev):
     return frozenset(k for _, k in _dispatch.all_forward_kernels(dev))
 
 
+def _plan_cols_with(monkeypatch, name, value, *a):
+    """plan_cols(*a) with the dispatcher's switch ``name`` set to ``value``
+    for this call only."""
+    with monkeypatch.context() as m:
+        m.setattr(_dispatch, name, value)
+        return _dispatch.plan_cols(*a)
+
+
 # ----------------------------------------------------------------------------
 # Launch errors
 # ----------------------------------------------------------------------------
@@ -617,10 +625,7 @@ def test_cols_sync4_sync8_rules(monkeypatch):
     names = _forward_names(h100)
     P, blocks = _dispatch.plan_cols, _dispatch._blocks
 
-    def with_(name, value, *a):
-        with monkeypatch.context() as m:
-            m.setattr(_dispatch, name, value)
-            return P(*a)
+    with_ = functools.partial(_plan_cols_with, monkeypatch)
 
     assert _dispatch.COLS_SYNC4_CL_MAX_GRID == 1.75
     for log in (False, True):
@@ -684,10 +689,7 @@ def test_cols_fill4_rules(monkeypatch):
     monkeypatch.setattr(_dispatch, "COLS_NARROW_SYNC8_DTYPES", ())
     monkeypatch.setattr(_dispatch, "COLS_SYNC4_CL_DTYPES", ())
 
-    def with_(name, value, *a):
-        with monkeypatch.context() as m:
-            m.setattr(_dispatch, name, value)
-            return P(*a)
+    with_ = functools.partial(_plan_cols_with, monkeypatch)
 
     def off(*a):
         return with_("COLS_FILL4", False, *a)
