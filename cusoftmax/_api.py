@@ -151,6 +151,7 @@ def _prepare(x, axis, dtype, algorithm, log, out):
     p.kind = "cols"
     p.offx, p.offy = ox * isz, oy * osz
     p.launch = Launch(plan, x.data.device_id)
+    plan = p.launch.plan  # (its fallback where the GPU cannot run the plan's clusters)
     if plan.fold > 1:  # dense slabs read as (L / fold, I x fold)
         f = plan.fold
         L, I, sxl, syl = L // f, I * f, I * f, I * f

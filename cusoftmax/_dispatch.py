@@ -34,6 +34,7 @@ corresponding pass structure (the paper's Algorithms 1-3).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Optional
@@ -622,6 +623,41 @@ COLS_SYNC4_CL_DTYPES = ("float32",)
 COLS_SYNC4_CL_NR = 8
 COLS_SYNC4_CL_SEGMENT = 64
 COLS_SYNC4_CL_MAX_GRID = 1.75
+#: Small 16-bit arrays (at most COLS_CL16_MAX_BYTES, axes of COLS_CL16_MIN_L
+#: .. COLS_CL16_MAX_L) whose rows sit on the 8- or 16-byte grid take the
+#: cluster plan in clusters of 16 blocks, H100's non-portable size (the
+#: loader lets such kernels launch; the plan's fallback, the plan without this
+#: rule, runs where the GPU cannot hold such a cluster): an axis of up to
+#: 16384 rows fits 16 blocks' registers on narrow tiles, twice the blocks a
+#: tile of clusters of 8. Tiles of COLS_CL16_SEGMENT bytes, or of
+#: COLS_CL16_WIDE_SEGMENT bytes where those would be too many, up to
+#: COLS_CL16_MAX_TILES[(the rows' grid in bytes, rows on the 32-byte sector
+#: grid)]; wider arrays keep their plans. Packs: half the widest the rows
+#: allow (8 bytes on the 16-byte grid, 4 on the 8-byte grid), at the least NR
+#: that holds the axis, on the 16-byte grid whole 16-byte packs at half that
+#: NR where it is over COLS_CL16_MAX_NR; arrays needing more keep their plans.
+#: H100, kernels/cl16.txt: run 1 (tools/cols_oracle.py --cl16 over the 35 grid
+#: cases over 1.5x of at most 40 us contiguous): a cluster of 16 was the best
+#: plan in 24, e.g. float16 (8000, 100) 1.65x -> 1.23x, (12000, 160) 1.67x ->
+#: 1.38x; from 8 MB on it lost. Runs 2-3 (tools/layout_table.py, the rule on
+#: and off, softmax and log_softmax, on the grid cases it moves and 81
+#: held-out shapes a dtype) set the bounds: more tiles lost ((2000, 1500)
+#: 1.43x -> 2.01x on 94 tiles; rows off the sector grid from 8 tiles of 32
+#: bytes, (5000, 120) 1.56x -> 1.69x, and from 15 of 64, (5000, 456) 1.59x ->
+#: 1.81x), as did 16-byte packs at NR 16 ((10000, 256) 1.55x -> 1.75x) and
+#: 4-byte packs at NR 32 ((10000, 300) 1.33x -> 1.66x).
+COLS_CL16_MAX_BYTES = 6_500_000
+COLS_CL16_MIN_L = 2000
+COLS_CL16_MAX_L = 16384
+COLS_CL16_MIN_PACK_BYTES = 8
+COLS_CL16_SEGMENT = 32
+COLS_CL16_WIDE_SEGMENT = 64
+COLS_CL16_MAX_TILES = {(16, True): (10, 20), (16, False): (5, 8), (8, False): (20, 0)}
+COLS_CL16_MAX_NR = {4: 16, 8: 8, 16: 8}  # by pack bytes
+#: Axes and row lengths whose cl16 plans cover every instantiation the rule
+#: can choose (the compile-check enumeration; test_cols_cl16_rule checks it).
+COLS_CL16_PROBE_L = (2000, 4096, 4097, 8192, 8193, 10000, 16384)
+COLS_CL16_PROBE_I = (6, 64, 100, 102, 320, 512)
 #: Folded axes: a unit-stride length I that is not a multiple of the 16-byte
 #: pack, on dense slabs with aligned pointers (e.g. (4000, 1001)), runs
 #: softmax_cols_sync with 16-byte packs on the slab read as (L / f, I x f),
@@ -1549,6 +1585,30 @@ def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
                       extra=(tx, cl, tiles, nr))
 
 
+def _choose_cols_cl16(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[LaunchPlan]:
+    """The softmax_cols_cl plan in clusters of 16 blocks for a small 16-bit
+    array (see COLS_CL16_MAX_BYTES), or None where the rule does not apply."""
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    if (isz != 2 or vec * isz < COLS_CL16_MIN_PACK_BYTES or not COLS_CL16_MIN_L <= L <= COLS_CL16_MAX_L
+            or O * L * I * isz > COLS_CL16_MAX_BYTES):
+        return None
+    narrow, wide = COLS_CL16_MAX_TILES[(min(vec * isz, VECTOR_BYTES), vec * isz >= VECTOR_BYTES and (I * isz) % 32 == 0)]
+    seg = COLS_CL16_SEGMENT
+    if O * _cdiv(I, seg // isz) > narrow:
+        seg = COLS_CL16_WIDE_SEGMENT
+        if O * _cdiv(I, seg // isz) > wide:
+            return None
+    v = vec // 2
+    w = max(v, min(seg // isz, _next_pow2(I), 32 * v))
+    rows = 16 * (COLS_CL_THREADS // (w // v))  # the cluster's rows at NR 1
+    nr = next((r for r in (4, 8, 16, 32) if rows * r >= L), 64)
+    if nr > COLS_CL16_MAX_NR[v * isz] and vec * isz == VECTOR_BYTES:  # whole 16-byte packs: half the NR
+        v, nr = vec, nr // 2
+    if nr > COLS_CL16_MAX_NR[v * isz]:
+        return None
+    return _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=nr, v=v, segment=seg, clusters=(16,))
+
+
 def _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[LaunchPlan]:
     """The softmax_cols_cl plan plan_cols takes, or None (the measured rule:
     8-byte packs at COLS_CL_HALF_NR for float32 and for 16-bit arrays over
@@ -1801,6 +1861,19 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
               dev: DeviceInfo, vec: int = 1, dense: bool = False, skew: bool = False) -> LaunchPlan:
     """Plan for the (O, L, I) layout, reduction along L, unit-stride I.
 
+    Small 16-bit arrays take the cluster plan in clusters of 16 blocks
+    (``_choose_cols_cl16``, see COLS_CL16_MAX_BYTES), with the plan below as
+    its ``fallback``: the launcher runs that where the GPU cannot hold a
+    cluster of 16 (a non-portable size). Every other array: ``_plan_cols_base``."""
+    base = _plan_cols_base(O, L, I, in_dtype, out_dtype, log, dev, vec, dense, skew)
+    c16 = _choose_cols_cl16(O, L, I, in_dtype, out_dtype, log, dev, vec)
+    return base if c16 is None else dataclasses.replace(c16, fallback=base)
+
+
+def _plan_cols_base(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
+                    dev: DeviceInfo, vec: int = 1, dense: bool = False, skew: bool = False) -> LaunchPlan:
+    """plan_cols without its clusters of 16.
+
     ``vec`` is the widest vector (elements along I) the pointers, strides and
     I allow (a power of two; 1 always works). Axes up to COLS_REGS_MAX_L
     take ``softmax_cols`` (in registers, one read); on sm_90, same-dtype
@@ -2048,6 +2121,11 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                         p = _plan_cols_wide(1, 16000, 1500, ti, to, log, dev, True)  # whole-width stream
                         for kname in (p.kernels() if p is not None else ()):
                             found[("softmax.cu", kname)] = None
+                        for L, I in itertools.product(COLS_CL16_PROBE_L, COLS_CL16_PROBE_I):  # clusters of 16
+                            for v in (8, 4, 2):
+                                p = _choose_cols_cl16(1, L, I, ti, to, log, dev, v) if I % v == 0 else None
+                                for kname in (p.kernels() if p is not None else ()):
+                                    found[("softmax.cu", kname)] = None
                     if vec and (ti, to) in COLS_STAGED_PAIRS:  # every staged variant
                         isz = numpy.dtype(_np_name(ti)).itemsize
                         vmax = VECTOR_BYTES // max(isz, numpy.dtype(_np_name(to)).itemsize)

@@ -62,6 +62,29 @@ def _op_label(plan: LaunchPlan) -> str:
 _cluster_fit: dict = {}
 
 
+def _query_active_clusters(fn, cluster: int, threads: int, smem: int) -> int:
+    """cuOccupancyMaxActiveClusters for ``fn`` in clusters of ``cluster``
+    blocks (on the current device), or 0 where the driver cannot be asked."""
+    import ctypes
+
+    class _Cfg(ctypes.Structure):  # CUlaunchConfig
+        _fields_ = [("gx", ctypes.c_uint), ("gy", ctypes.c_uint), ("gz", ctypes.c_uint),
+                    ("bx", ctypes.c_uint), ("by", ctypes.c_uint), ("bz", ctypes.c_uint),
+                    ("smem", ctypes.c_uint), ("stream", ctypes.c_void_p),
+                    ("attrs", ctypes.c_void_p), ("nattrs", ctypes.c_uint)]
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        out = ctypes.c_int(0)
+        cfg = _Cfg(cluster, 1, 1, threads, 1, 1, smem, None, None, 0)
+        if lib.cuOccupancyMaxActiveClusters(ctypes.byref(out), ctypes.c_void_p(fn.kernel.ptr),
+                                            ctypes.byref(cfg)) == 0:
+            return max(0, out.value)
+    except Exception:  # noqa: BLE001 - no driver to ask
+        pass
+    return 0
+
+
 def max_active_clusters(fn, cluster: int, threads: int, smem: int) -> int:
     """Clusters of ``fn`` the GPU can hold at once (cuOccupancyMaxActiveClusters).
 
@@ -74,24 +97,7 @@ def max_active_clusters(fn, cluster: int, threads: int, smem: int) -> int:
     n = _cluster_fit.get(key)
     if n is not None:
         return n
-    import ctypes
-
-    class _Cfg(ctypes.Structure):  # CUlaunchConfig
-        _fields_ = [("gx", ctypes.c_uint), ("gy", ctypes.c_uint), ("gz", ctypes.c_uint),
-                    ("bx", ctypes.c_uint), ("by", ctypes.c_uint), ("bz", ctypes.c_uint),
-                    ("smem", ctypes.c_uint), ("stream", ctypes.c_void_p),
-                    ("attrs", ctypes.c_void_p), ("nattrs", ctypes.c_uint)]
-
-    n = 0
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-        out = ctypes.c_int(0)
-        cfg = _Cfg(cluster, 1, 1, threads, 1, 1, smem, None, None, 0)
-        if lib.cuOccupancyMaxActiveClusters(ctypes.byref(out), ctypes.c_void_p(fn.kernel.ptr),
-                                            ctypes.byref(cfg)) == 0:
-            n = out.value
-    except Exception:  # noqa: BLE001 - any failure: use the estimate below
-        n = 0
+    n = _query_active_clusters(fn, cluster, threads, smem)
     if n <= 0:
         import cupy
 
@@ -100,6 +106,22 @@ def max_active_clusters(fn, cluster: int, threads: int, smem: int) -> int:
         n = max(1, (sms // cluster) * 7 // 8)
     _cluster_fit[key] = n
     return n
+
+
+def wide_clusters_fit(fn, plan: LaunchPlan, device_id: int) -> bool:
+    """False where ``fn`` is built for clusters wider than the portable 8
+    blocks and the GPU cannot hold one of them (the driver's answer; a driver
+    that cannot be asked counts as no): the caller then runs the plan's
+    fallback. True for every other kernel."""
+    from ._loader import PORTABLE_CLUSTER, cluster_width
+
+    width = cluster_width(fn)
+    if width <= PORTABLE_CLUSTER:
+        return True
+    import cupy
+
+    with cupy.cuda.Device(device_id):
+        return _query_active_clusters(fn, width, plan.block[0], plan.smem) > 0
 
 
 try:
@@ -248,9 +270,13 @@ class Launch:
     def __init__(self, plan: LaunchPlan, device_id: int, op: str | None = None):
         import cupy
 
+        fn = get_kernel(plan.source, plan.kernel, device_id)
+        if plan.fallback is not None and not plan.sync and not wide_clusters_fit(fn, plan, device_id):
+            plan = plan.fallback  # (clusters of 16 on a GPU that cannot hold one)
+            fn = get_kernel(plan.source, plan.kernel, device_id)
         self.plan = plan
         self.op = op or _op_label(plan)
-        self.fn = get_kernel(plan.source, plan.kernel, device_id)
+        self.fn = fn
         self.pre_fn = get_kernel(plan.source, plan.pre_kernel, device_id) if plan.pre_kernel else None
         self.mid_fn = get_kernel(plan.source, plan.mid_kernel, device_id) if plan.mid_kernel else None
         self.grid = plan.grid

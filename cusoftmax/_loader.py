@@ -76,6 +76,35 @@ _lock = threading.Lock()
 _disk_cache_ok = True
 
 
+#: CUfunction_attribute values (cuda.h): a kernel's compile-time cluster
+#: width, and the switch that lets it launch wider than the portable 8 blocks.
+_FUNC_REQUIRED_CLUSTER_WIDTH = 11
+_FUNC_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
+#: The portable cluster size of sm_90 (cuda.h).
+PORTABLE_CLUSTER = 8
+
+
+def cluster_width(k) -> int:
+    """The compile-time cluster width of a loaded kernel (``__cluster_dims__``;
+    0 where it has none or the driver cannot say)."""
+    from cupy_backends.cuda.api import driver
+
+    try:
+        return int(driver.funcGetAttribute(_FUNC_REQUIRED_CLUSTER_WIDTH, k.kernel.ptr))
+    except Exception:  # noqa: BLE001 - no cluster attributes on this driver / device, or a stand-in
+        return 0
+
+
+def _allow_cluster_size(k) -> None:
+    """Let a kernel built for clusters of more than 8 blocks (``__cluster_dims__``
+    16, H100's non-portable size) launch: without the attribute the launch fails.
+    Kernels with portable or no clusters are left as they are."""
+    if cluster_width(k) > PORTABLE_CLUSTER:
+        from cupy_backends.cuda.api import driver
+
+        driver.funcSetAttribute(k.kernel.ptr, _FUNC_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+
+
 def _compile(source: str, name_expr: str, device_id: int, in_memory: bool):
     """One NVRTC compile + load through ``cupy.RawModule``. ``in_memory``
     bypasses CuPy's disk cache (its ``CUPY_CACHE_IN_MEMORY`` switch, read at
@@ -91,6 +120,7 @@ def _compile(source: str, name_expr: str, device_id: int, in_memory: bool):
                                  name_expressions=[name_expr])
             k = mod.get_function(name_expr)
             k.attributes  # force compilation + load on this device now
+            _allow_cluster_size(k)
         return k
     finally:
         if in_memory:

@@ -36,3 +36,12 @@ def gpu():
         pytest.skip(GPU_REASON)
     import cupy
     return cupy
+
+
+@pytest.fixture
+def no_cl16(monkeypatch):
+    """plan_cols without its clusters of 16 (COLS_CL16_*, which it tries before
+    every other strided-axis rule on small 16-bit arrays): for the tests of
+    those other rules, on their own shapes."""
+    from cusoftmax import _dispatch
+    monkeypatch.setattr(_dispatch, "COLS_CL16_MAX_BYTES", 0)

@@ -32,6 +32,18 @@ def test_cols_plans_within_limits(dev):
             p = _dispatch.plan_cols(O, L, I, tin, tout, False, dev, vec)
             ctx = (tin, tout, O, L, I, vec, p)
             assert all(k in known for k in p.kernels()), ctx
+            if p.fallback is not None and not p.sync:  # clusters of 16 (COLS_CL16_*), then their fallback
+                v, th, nr, c, minb = (int(a) for a in _args(p)[3:8])
+                tx, isz = p.extra[0], _isz(tin)
+                assert dev.cc >= 90 and tin == tout and isz == 2 and c == 16 and th == 256, ctx
+                assert _dispatch.COLS_CL16_MIN_L <= L <= _dispatch.COLS_CL16_MAX_L, ctx
+                assert O * L * I * isz <= _dispatch.COLS_CL16_MAX_BYTES and vec * isz >= 8, ctx
+                assert v in (vec // 2, vec) and minb == _dispatch.COLS_CL_MINB[nr] and p.smem == 0, ctx
+                tiles = O * -(-I // (tx * v))
+                assert p.grid == (16, tiles) and p.extra == (tx, 16, tiles, nr), ctx
+                assert L <= 16 * (th // tx) * nr and (nr == 4 or L > 16 * (th // tx) * nr // 2), ctx
+                assert p.fallback == _dispatch._plan_cols_base(O, L, I, tin, tout, False, dev, vec), ctx
+                p = p.fallback
             assert p.block[0] <= _dispatch.MAX_BLOCK_THREADS, ctx
             tx = p.extra[0]
             assert 1 <= tx <= 32 and p.block[0] % tx == 0, ctx
@@ -314,6 +326,7 @@ def test_cols_narrow_rules():
         assert not plan(*args).kernel.startswith(("softmax_cols_cl", "softmax_cols_sync")), args
 
 
+@pytest.mark.usefixtures("no_cl16")
 def test_cols_cl_rules(monkeypatch):
     """Where plan_cols takes softmax_cols_cl (sm_90: a cluster a tile, rows in
     registers, partials through distributed shared memory): same-dtype

@@ -5,6 +5,7 @@ the kernel and the problem size."""
 import contextlib
 import dataclasses
 import functools
+import itertools
 import os
 import warnings
 
@@ -107,12 +108,18 @@ def test_error_not_caused_by_cache_is_reported(fake_cupy, monkeypatch):
     assert _loader._disk_cache_ok, "the cache is not blamed when memory mode fails too"
 
 
+_CL16_MAX_BYTES = _dispatch.COLS_CL16_MAX_BYTES  # (the default; the no_cl16 fixture patches it)
+
+
 @functools.lru_cache(maxsize=None)
 def _forward_names(dev):
     """The compile-check enumeration's kernel names on ``dev`` under the
     default switches (all_forward_kernels takes about half a minute; the
-    rule tests call this before they patch any switch)."""
-    return frozenset(k for _, k in _dispatch.all_forward_kernels(dev))
+    rule tests call this before they patch any switch, the no_cl16
+    fixture's aside)."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(_dispatch, "COLS_CL16_MAX_BYTES", _CL16_MAX_BYTES)
+        return frozenset(k for _, k in _dispatch.all_forward_kernels(dev))
 
 
 def _plan_cols_with(monkeypatch, name, value, *a):
@@ -380,6 +387,7 @@ def test_cols_fold_rules():
     assert "softmax_cols_sync<float, float, false, 4, 256, 16, 2, true, true>" in names
 
 
+@pytest.mark.usefixtures("no_cl16")
 def test_cols_fold_over_rounds_rules(monkeypatch):
     """_fold_over_rounds: where the narrow-pack sync plan or the skewed sync
     plan would take COLS_FOLD_NARROW_ROUNDS rounds or more, plan_cols takes
@@ -417,6 +425,7 @@ def test_cols_fold_over_rounds_rules(monkeypatch):
         assert p.fold == 1 and (not p.sync or rounds(p) == 1), (dt, L, I, p)
 
 
+@pytest.mark.usefixtures("no_cl16")
 def test_cols_cl_small_rules(monkeypatch):
     """_cols_cl_small: an array of at most COLS_CL_SMALL_MAX_BYTES whose
     cluster or sync plan has at most SMs / COLS_CL_SMALL_DIV[itemsize]
@@ -610,6 +619,7 @@ def test_cols_sync_skew_rules():
     assert _dispatch._choose_cols_sync_skew(1, 100, 1001, "float32", "float32", False, h100) is None  # < a block
 
 
+@pytest.mark.usefixtures("no_cl16")
 def test_cols_sync4_sync8_rules(monkeypatch):
     """On sm_90: float32 sync plans at NR 4 take the cluster plan of 16-byte
     packs at NR COLS_SYNC4_CL_NR on COLS_SYNC4_CL_SEGMENT-byte tiles where it
@@ -666,6 +676,7 @@ def test_cols_sync4_sync8_rules(monkeypatch):
         assert P(*a) == with_("COLS_NARROW_SYNC8_DTYPES", (), *a) and P(*a).sync
 
 
+@pytest.mark.usefixtures("no_cl16")
 def test_cols_fill4_rules(monkeypatch):
     """_cols_fill4: on sm_90, a same-dtype array of COLS_FILL4_DTYPES of at
     least COLS_FILL4_MIN_BYTES whose plan (16-bit: the narrow-pack cluster
@@ -772,6 +783,7 @@ def test_cols_fill4_rules(monkeypatch):
                 assert P(*a) == off(*a)
 
 
+@pytest.mark.usefixtures("no_cl16")
 def test_cols_cl_fill_rules():
     """_cols_cl_fill: on sm_90, a same-dtype 16-bit array of 16-byte packs
     within COLS_CL_FILL_MAX_BYTES and COLS_CL_FILL_MAX_L whose plan loads the
@@ -943,3 +955,71 @@ def test_cols_split_fold_rules():
         ", 1, true>")
     assert _dispatch._plan_cols_split_fold(1, 8001, 1001, "float32", "float32", False, h100) is None  # L % f
     assert _dispatch._plan_cols_split_fold(1, 8000, 1004, "float32", "float32", False, h100) is None  # f = 1
+
+
+def test_cols_cl16_rule(monkeypatch):
+    """plan_cols on sm_90: a same-dtype 16-bit array of at most
+    COLS_CL16_MAX_BYTES, an axis of COLS_CL16_MIN_L .. COLS_CL16_MAX_L and
+    rows on the 8- or 16-byte grid takes the cluster plan in clusters of 16
+    (8-byte packs on the 16-byte grid, 16-byte ones at half the NR over
+    COLS_CL16_MAX_NR; 4-byte packs on the 8-byte grid; the least NR that
+    holds the axis; 32-byte tiles, then 64-byte ones, up to
+    COLS_CL16_MAX_TILES), with the plan without the rule as its fallback;
+    larger arrays, shorter or longer axes, more tiles, higher NR, narrower
+    rows, float32, mixed dtypes and sm_80 do not. The
+    enumeration's probes give every kernel the rule picks over a scan, and
+    those are in the compile-check enumeration."""
+    h100, a100 = _dispatch.DeviceInfo(132, 90, 232448), _dispatch.DeviceInfo(108, 80, 167936)
+    names = _forward_names(h100)
+    P, base = _dispatch.plan_cols, _dispatch._plan_cols_base
+
+    def shape(p):  # (pack elements, NR, tile bytes / 2)
+        return int(p.kernel.split(", ")[3]), p.extra[3], p.extra[0] * int(p.kernel.split(", ")[3])
+
+    # (L, I, vec) -> (pack, NR, tile elements): the A/B's cases (kernels/cl16.txt)
+    want = {(8000, 100, 4): (2, 16, 16), (8000, 300, 4): (2, 16, 16), (4000, 100, 4): (2, 8, 16),
+            (12000, 160, 8): (8, 8, 16), (6000, 96, 8): (4, 8, 16), (8000, 64, 8): (4, 8, 16),
+            (3000, 384, 8): (4, 8, 32), (6000, 384, 8): (8, 8, 32), (4000, 512, 8): (4, 8, 32),
+            (3000, 640, 8): (4, 8, 32), (16000, 64, 8): (8, 8, 16), (2000, 64, 8): (4, 4, 16),
+            (5000, 120, 8): (8, 8, 32), (5000, 40, 8): (4, 8, 16)}  # (the last two: rows off the sector grid)
+    for dt in ("float16", "bfloat16"):
+        for log in (False, True):
+            for (L, I, vec), sh in want.items():
+                a = (1, L, I, dt, dt, log, h100, vec, True, (I * 2) % 16 != 0)
+                p = P(*a)
+                assert p.kernel.startswith("softmax_cols_cl<") and p.extra[1] == 16 and shape(p) == sh, (a, p)
+                assert p.fallback == base(*a) and not p.sync and p.kernel in names, (a, p)
+                assert _plan_cols_with(monkeypatch, "COLS_CL16_MAX_BYTES", 0, *a) == p.fallback
+            for a in ((1, 2000, 1500, dt, dt, log, h100, 4),  # 94 tiles
+                      (1, 3000, 768, dt, dt, log, h100, 8),  # 24 tiles of 64 bytes
+                      (1, 4000, 500, dt, dt, log, h100, 4),  # 32 tiles of 32 bytes on the 8-byte grid
+                      (1, 5000, 456, dt, dt, log, h100, 8),  # off the sector grid: 15 tiles of 64 bytes
+                      (1, 10000, 256, dt, dt, log, h100, 8),  # 16-byte packs at NR 16
+                      (1, 10000, 300, dt, dt, log, h100, 4),  # 4-byte packs at NR 32
+                      (1, 8000, 512, dt, dt, log, h100, 8),  # over COLS_CL16_MAX_BYTES
+                      (4, 4000, 256, dt, dt, log, h100, 8),  # ... over the slabs
+                      (1, 1999, 64, dt, dt, log, h100, 8), (1, 16385, 64, dt, dt, log, h100, 8),  # axis bounds
+                      (1, 8000, 102, dt, dt, log, h100, 2), (1, 8000, 101, dt, dt, log, h100, 1),  # narrow rows
+                      (1, 8000, 100, dt, dt, log, a100, 4),  # sm_80: no clusters
+                      (1, 8000, 100, dt, "float32", log, h100, 4)):  # mixed dtypes
+                p = P(*a)
+                assert p == base(*a) and not (p.kernel.startswith("softmax_cols_cl<") and p.extra[1] == 16), (a, p)
+        assert P(1, 8000, 100, "float32", "float32", False, h100, 4) == base(1, 8000, 100, "float32", "float32",
+                                                                            False, h100, 4)
+    assert _dispatch.COLS_CL16_MAX_BYTES == 6_500_000 and _dispatch.COLS_CL16_MAX_NR == {4: 16, 8: 8, 16: 8}
+    # the probes' kernels are every kernel the rule picks over a scan
+    for dt in ("float16", "bfloat16"):
+        for log in (False, True):
+            scan, probe = set(), set()
+            for L in range(2000, 16385, 211):
+                for I in range(4, 700, 4):
+                    for vec in (8, 4):
+                        p = _dispatch._choose_cols_cl16(1, L, I, dt, dt, log, h100, vec) if I % vec == 0 else None
+                        if p is not None:
+                            scan.add(p.kernel)
+            for L, I in itertools.product(_dispatch.COLS_CL16_PROBE_L, _dispatch.COLS_CL16_PROBE_I):
+                for vec in (8, 4, 2):
+                    p = _dispatch._choose_cols_cl16(1, L, I, dt, dt, log, h100, vec) if I % vec == 0 else None
+                    if p is not None:
+                        probe.add(p.kernel)
+            assert scan == probe and len(scan) == 6 and scan <= names, (dt, log, scan ^ probe)

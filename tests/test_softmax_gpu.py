@@ -930,6 +930,7 @@ def test_cols_cl(dtype, log):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("log", [False, True])
+@pytest.mark.usefixtures("no_cl16")
 def test_cols_narrow(dtype, log):
     """Unit-stride axes that take packs narrower than 16 bytes (odd I,
     16-bit I a multiple of 4 but not 8, float32 I even but not a multiple of
@@ -1283,6 +1284,7 @@ def test_cols_fold_over_rounds(dtype, log):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("log", [False, True])
+@pytest.mark.usefixtures("no_cl16")
 def test_cols_cl_small(dtype, log):
     """Small arrays whose plan has few blocks (_cols_cl_small,
     _cols_sync_small): the cluster kernel on narrow tiles in clusters of 8
@@ -1457,6 +1459,7 @@ def test_cols_wide(dtype, log, monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("log", [False, True])
+@pytest.mark.usefixtures("no_cl16")
 def test_cols_cl_fill(dtype, log, monkeypatch):
     """The filled-grid cluster plans (_cols_cl_fill): on sm_90, the public
     call on arrays the rule sends to a cluster plan in place of a sync plan
@@ -1549,6 +1552,7 @@ def test_smem1_rows(dtype, log):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("log", [False, True])
+@pytest.mark.usefixtures("no_cl16")
 def test_cols_fill4_and_off_sector_tiles(dtype, log, monkeypatch):
     """The plans of _cols_fill4 (4-byte packs on 8-lane tiles, NR 16: small
     16-bit arrays of 8-byte packs, small float32 arrays of 16-byte packs;
@@ -1604,3 +1608,61 @@ def test_cols_fill4_and_off_sector_tiles(dtype, log, monkeypatch):
         y = cp.full((O, L, I), np.nan, dtype=np_dtype(dtype))
         check_forward(fn(x, axis=1, out=y), xh, axis=1, log=log, ctx=f"api {(O, L, I)} {plan.kernel} grid {plan.grid}")
         del x, y
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_cl16(dtype, log, monkeypatch):
+    """Clusters of 16 blocks (COLS_CL16_*, a non-portable cluster size the
+    loader opts each such kernel into): on sm_90, the public call on arrays
+    that give each of the rule's 6 kernels (4-byte packs at NR 4-16, 8-byte
+    packs at NR 4 and 8, 16-byte packs at NR 8; 32- and 64-byte tiles; rows on
+    and off the 32-byte sector grid), blocks with no rows
+    of the axis, two slabs, special columns, output poisoned first, asserting
+    the plan the call took; the plan's fallback launched directly; then the
+    call with the GPU said not to hold a cluster of 16 (it runs the
+    fallback)."""
+    import cupy as cp
+    from cusoftmax import _api, _launch
+    from cusoftmax._launch import Launch
+
+    dev = real_device_info()
+    if dev.cc < 90:
+        pytest.skip("clusters of 16 are sm_90's (and the rule's)")
+    rng = np.random.default_rng(43)
+    fn = cusoftmax.log_softmax if log else cusoftmax.softmax
+    seen = set()
+    for O, L, I in ((1, 2011, 12), (1, 2011, 8), (1, 2085, 12), (1, 2085, 168), (1, 4120, 12), (1, 4120, 168),
+                    (1, 8227, 64), (1, 8000, 100), (2, 3000, 64), (1, 16384, 40)):
+        xh = _cols_special_input(rng, (O, L, I), dtype)
+        x = cp.asarray(xh)
+        plan = _api._prepare(x, 1, None, "auto", log, None).launch.plan
+        vec = 8
+        while I % vec:
+            vec //= 2
+        assert plan == _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, vec, True, (I * 2) % 16 != 0), plan
+        assert plan.kernel.startswith("softmax_cols_cl<") and plan.extra[1] == 16 and plan.fallback, (O, L, I, plan)
+        seen.add(plan.kernel)
+        y = cp.full((O, L, I), np.nan, dtype=np_dtype(dtype))
+        check_forward(fn(x, axis=1, out=y), xh, axis=1, log=log, ctx=f"api {(O, L, I)} {plan.kernel} grid {plan.grid}")
+        fb = plan.fallback
+        y.fill(np.nan)
+        f = fb.fold
+        Launch(fb, x.data.device_id).cols(x.data.ptr, y.data.ptr, O, L // f, I * f, L * I, I * f, L * I, I * f)
+        check_forward(y, xh, axis=1, log=log, ctx=f"fallback {(O, L, I)} {fb.kernel} grid {fb.grid}")
+        del x, y
+    assert len(seen) == 6, seen
+    # a GPU that cannot hold a cluster of 16: the call runs the fallback
+    O, L, I = 1, 8000, 100
+    xh = _cols_special_input(rng, (O, L, I), dtype)
+    x = cp.asarray(xh)
+    monkeypatch.setattr(_launch, "wide_clusters_fit", lambda fn, plan, device_id: False)
+    _api._cache.clear()
+    try:
+        p = _api._prepare(x, 1, None, "auto", log, None)
+        assert p.launch.plan == _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, 4, True, True).fallback
+        y = cp.full((O, L, I), np.nan, dtype=np_dtype(dtype))
+        check_forward(fn(x, axis=1, out=y), xh, axis=1, log=log, ctx=f"api fallback {(O, L, I)} {p.launch.plan.kernel}")
+    finally:
+        _api._cache.clear()

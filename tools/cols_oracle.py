@@ -17,6 +17,7 @@ launches the folded plans reshaped, as the library does (the experiment launched
 import argparse, itertools, re, subprocess, sys
 
 ISZ = {"float32": 4, "bfloat16": 2, "float16": 2}
+CL16 = "--cl16" in sys.argv  # also cluster plans of 16 blocks (a non-portable size)
 
 
 def parse_cases(a):
@@ -62,6 +63,9 @@ def candidates(O, L, I, dt, log, dev):
     for v, nr, seg in itertools.product(sorted({vec, max(1, vec // 2), 1}, reverse=True), (4, 8, 16, 32),
                                         (32, 64, 128, 256)):
         add(f"cl v{v} nr{nr} s{seg}", lambda: D._plan_cols_cl(O, L, I, dt, dt, log, dev, vec, nr=nr, v=v, segment=seg))
+        if CL16:  # H100's non-portable clusters of 16 (--cl16)
+            add(f"cl16 v{v} nr{nr} s{seg}", lambda: D._plan_cols_cl(O, L, I, dt, dt, log, dev, vec, nr=nr, v=v,
+                                                                    segment=seg, clusters=(16,)))
     if skew:
         # (vec 1: listed even where plan_cols skips it, COLS_SKEW_ONLY_WIDER)
         add("clsk (chooser)", lambda: D._choose_cols_skew(O, L, I, dt, dt, log, dev))
@@ -132,6 +136,7 @@ def main():
     ap.add_argument("--over", type=float, default=1.5)
     ap.add_argument("--log", action="store_true")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--cl16", action="store_true", help="also cluster plans of 16 blocks")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # (internal: one case, this process)
     ap.add_argument("--spills", default="", help=argparse.SUPPRESS)  # (internal: the spilling kernels, ';'-separated)
     a = ap.parse_args()
@@ -148,7 +153,8 @@ def main():
     print(f"# spilling candidates left out: {sorted(bad)}", flush=True)
     for dt, O, L, I in cases:
         rc = subprocess.run([sys.executable, __file__, "--one", f"{dt}:{O}:{L}:{I}", "--rounds", str(a.rounds),
-                             "--spills", ";".join(sorted(bad))] + (["--log"] if a.log else [])).returncode
+                             "--spills", ";".join(sorted(bad))] + (["--log"] if a.log else [])
+                            + (["--cl16"] if a.cl16 else [])).returncode
         if rc:
             print(f"{dt:9s} {(O, L, I)} FAILED (exit {rc}: a candidate faulted; see above)", flush=True)
 

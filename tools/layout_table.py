@@ -73,6 +73,8 @@ def main():
             # (fresh C-ordered: dense slabs; x and y alike off the grid)
             p = D.plan_cols(O, L, I, dt, dt, a.log, dev, vec, True, True)
             k = p.kernel.split("<")[0].replace("softmax_cols_", "")
+            if k == "cl" and p.kernel.split(", ")[6] == "16":  # clusters of 16 (COLS_CL16_*)
+                k += " c16"
             if p.fold > 1:  # the folded sync kernel (16-byte packs over f rows)
                 k += f" fold{p.fold}"
             elif p.kernel.endswith(", true>") and k == "cl":  # skewed packs, their width in elements
