@@ -1542,7 +1542,7 @@ def _plan_cols_wide(O, L, I, in_dtype, out_dtype, log, dev, dense) -> Optional[L
 def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
                   segment=COLS_SPLIT_SEGMENT, nt=1, v=None, sk=False,
                   clusters=COLS_CL_CLUSTERS, minb=None) -> Optional[LaunchPlan]:
-    """softmax_cols_cl: a cluster of 1-8 blocks a tile, rows in registers,
+    """softmax_cols_cl: a cluster of 1-8 blocks a tile (16: _choose_cols_cl16), rows in registers,
     partials exchanged through distributed shared memory (sm_90, same-dtype
     float16 / bfloat16 / float32 with 16-byte packs of x and y). ``nr``: packs
     a thread (None: the smallest of COLS_CL_NR whose cluster has at most
@@ -1596,7 +1596,8 @@ def _choose_cols_cl16(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[L
     if (isz != 2 or vec * isz < COLS_CL16_MIN_PACK_BYTES or not COLS_CL16_MIN_L <= L <= COLS_CL16_MAX_L
             or O * L * I * isz > COLS_CL16_MAX_BYTES):
         return None
-    narrow, wide = COLS_CL16_MAX_TILES[(min(vec * isz, VECTOR_BYTES), vec * isz >= VECTOR_BYTES and (I * isz) % 32 == 0)]
+    grid = min(vec * isz, VECTOR_BYTES)  # the rows' grid in bytes
+    narrow, wide = COLS_CL16_MAX_TILES[(grid, grid == VECTOR_BYTES and (I * isz) % 32 == 0)]
     seg = COLS_CL16_SEGMENT
     if O * _cdiv(I, seg // isz) > narrow:
         seg = COLS_CL16_WIDE_SEGMENT
