@@ -1637,15 +1637,17 @@ def test_cols_cl16(dtype, log, monkeypatch):
                     (1, 8227, 64), (1, 8000, 100), (2, 3000, 64), (1, 16384, 40)):
         xh = _cols_special_input(rng, (O, L, I), dtype)
         x = cp.asarray(xh)
-        plan = _api._prepare(x, 1, None, "auto", log, None).launch.plan
+        call = _api._prepare(x, 1, None, "auto", log, None).launch.plan
         vec = 8
         while I % vec:
             vec //= 2
-        assert plan == _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, vec, True, (I * 2) % 16 != 0), plan
+        plan = _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, vec, True, (I * 2) % 16 != 0)
         assert plan.kernel.startswith("softmax_cols_cl<") and plan.extra[1] == 16 and plan.fallback, (O, L, I, plan)
+        # (the fallback only where the GPU cannot hold a cluster of 16; the measured ones, 132 SMs, can)
+        assert call == plan or (call == plan.fallback and dev.sm_count != 132), (O, L, I, call)
         seen.add(plan.kernel)
         y = cp.full((O, L, I), np.nan, dtype=np_dtype(dtype))
-        check_forward(fn(x, axis=1, out=y), xh, axis=1, log=log, ctx=f"api {(O, L, I)} {plan.kernel} grid {plan.grid}")
+        check_forward(fn(x, axis=1, out=y), xh, axis=1, log=log, ctx=f"api {(O, L, I)} {call.kernel} grid {call.grid}")
         fb = plan.fallback
         y.fill(np.nan)
         f = fb.fold
