@@ -17,7 +17,6 @@ launches the folded plans reshaped, as the library does (the experiment launched
 import argparse, itertools, re, subprocess, sys
 
 ISZ = {"float32": 4, "bfloat16": 2, "float16": 2}
-CL16 = "--cl16" in sys.argv  # also cluster plans of 16 blocks (a non-portable size)
 
 
 def parse_cases(a):
@@ -45,7 +44,7 @@ def layout(I, dt):
     return vec, True, (I * isz) % 16 != 0
 
 
-def candidates(O, L, I, dt, log, dev):
+def candidates(O, L, I, dt, log, dev, cl16=False):
     """[(name, plan)]: every distinct plan the plan functions build for the case."""
     from cusoftmax import _dispatch as D
     vec, dense, skew = layout(I, dt)
@@ -63,7 +62,7 @@ def candidates(O, L, I, dt, log, dev):
     for v, nr, seg in itertools.product(sorted({vec, max(1, vec // 2), 1}, reverse=True), (4, 8, 16, 32),
                                         (32, 64, 128, 256)):
         add(f"cl v{v} nr{nr} s{seg}", lambda: D._plan_cols_cl(O, L, I, dt, dt, log, dev, vec, nr=nr, v=v, segment=seg))
-        if CL16:  # H100's non-portable clusters of 16 (--cl16)
+        if cl16:  # H100's non-portable clusters of 16 (--cl16)
             add(f"cl16 v{v} nr{nr} s{seg}", lambda: D._plan_cols_cl(O, L, I, dt, dt, log, dev, vec, nr=nr, v=v,
                                                                     segment=seg, clusters=(16,)))
     if skew:
@@ -106,13 +105,13 @@ def prepare(names, workers=14):
     return bad
 
 
-def run_case(dt, O, L, I, log, rounds, bad_k):
+def run_case(dt, O, L, I, log, rounds, bad_k, cl16=False):
     import cusoftmax as cs
     from cusoftmax._launch import device_info
     from tune import min_over_rounds
     from cols_harness import case, timed_calls
     dev = device_info(0)
-    cands = candidates(O, L, I, dt, log, dev)
+    cands = candidates(O, L, I, dt, log, dev, cl16)
     plans = {n: p for n, p in cands if n != "auto" and not set(p.kernels()) & bad_k}
     auto = dict(cands)["auto"]
     fn = cs.log_softmax if log else cs.softmax
@@ -142,12 +141,14 @@ def main():
     a = ap.parse_args()
     if a.one:
         dt, O, L, I = a.one.split(":")
-        return run_case(dt, int(O), int(L), int(I), a.log, a.rounds, set(filter(None, a.spills.split(";"))))
+        return run_case(dt, int(O), int(L), int(I), a.log, a.rounds, set(filter(None, a.spills.split(";"))),
+                        a.cl16)
     import cupy as cp
     from cusoftmax._launch import device_info
     dev = device_info(0)
     cases = parse_cases(a)
-    bad = prepare({k for dt, O, L, I in cases for _, p in candidates(O, L, I, dt, a.log, dev) for k in p.kernels()})
+    bad = prepare({k for dt, O, L, I in cases for _, p in candidates(O, L, I, dt, a.log, dev, a.cl16)
+                   for k in p.kernels()})
     print(f"# {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {'log_softmax' if a.log else 'softmax'}, "
           "us; ratio = time / contig", flush=True)
     print(f"# spilling candidates left out: {sorted(bad)}", flush=True)
