@@ -24,13 +24,14 @@ def _have_build():
 
 
 def _backend_ready():
-    """setuptools >= 68 and wheel importable (pyproject's build requirements)."""
+    """setuptools >= 77 (an SPDX ``license`` string) and wheel importable
+    (pyproject's build requirements)."""
     try:
         import setuptools
         import wheel  # noqa: F401
     except ImportError:
         return False
-    return int(setuptools.__version__.split(".")[0]) >= 68
+    return int(setuptools.__version__.split(".")[0]) >= 77
 
 
 @pytest.fixture(scope="module")
