@@ -41,6 +41,17 @@ def _gpu(h):
     return {k: cupy.asarray(v) for k, v in h.items()}
 
 
+def _settle():
+    """Wait for the device: the inputs' host-to-device copies and the warm-up
+    call ran on the legacy default stream, which the tests' non-blocking
+    capture streams do not wait for. Without this, a copy still queued there
+    (a busy GPU delays it) can land after a replay's own copies and the replay
+    reads the old inputs (seen on a shared H200: y from the first seed, dy
+    from the second)."""
+    import cupy
+    cupy.cuda.Device().synchronize()
+
+
 def _cases(op):
     """(id, shape, axis) per regime of ``op`` on this GPU, plus for the
     forward the cols and copy layouts."""
@@ -167,6 +178,7 @@ def test_graph_capture_replay(op, case):
     h = op.make_inputs(rng, shape, "float32", axis)
     g = _gpu(h)
     op.call(g, axis)  # warm up outside the capture
+    _settle()
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         stream.begin_capture()
@@ -195,6 +207,7 @@ def test_graph_temporaries_not_reused_after_capture(op, case):
     h = op.make_inputs(np.random.default_rng(4), shape, "float32", axis)
     g = _gpu(h)
     op.call(g, axis)
+    _settle()
     stream = cupy.cuda.Stream(non_blocking=True)
     rec = _hook_class()()
     with stream:
@@ -226,6 +239,7 @@ def test_graph_capture_of_several_ops_in_one_graph():
     gs = [_gpu(h) for h in hs]
     for op, g in zip(ops, gs):
         op.call(g)
+    _settle()
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         stream.begin_capture()
