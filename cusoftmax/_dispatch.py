@@ -755,6 +755,32 @@ COLS_WIDE_UNROLL = 8
 COLS_WIDE_LONG_ROW_BYTES = 6600
 COLS_WIDE_LONG_ROW_MIN_L = 8500
 COLS_WIDE_MERGE_THREADS = 256  # a warp a column
+#: Whole slab on chip (softmax_cols_slab, _choose_cols_slab): on sm_90, one
+#: dense slab (O = 1) of float16 / bfloat16 / float32, same dtype in and out,
+#: L x I a multiple of the 16-byte pack, read as contiguous 16-byte packs by a
+#: cooperative grid of one block an SM (COLS_SLAB_THREADS threads) that holds
+#: it whole in shared memory: each block folds its packs into per-column
+#: (max, sum) partials as they arrive (a period of at most COLS_SLAB_SLOTS
+#: elements, a multiple of lcm(I, pack), so a thread's packs keep their
+#: columns), two grid barriers merge them, and each block writes its slab
+#: back normalised. It replaces the plans that stream x twice (the split
+#: stream, _plan_cols_split / _plan_cols_split_fold) or hold it in
+#: COLS_SLAB_MIN_SYNC_ROUNDS or more rounds of the sync kernel, on axes of at
+#: least COLS_SLAB_MIN_L rows. H200 (exp prototype, then the library kernel;
+#: bench/results/nvidia-h200/kernels/slab.txt), softmax against the same data
+#: contiguous, slab against the plan it replaces: bfloat16 (16000, 300) 1.27x
+#: against 1.61x, (16000, 500) 1.23x / 1.63x (split stream, fold 2), (12000,
+#: 768) 1.39x / 1.58x, (8000, 1500) 1.32x / 1.58x, (8000, 1200) 1.33x / 1.42x
+#: (sync, 2 rounds); float32 (16000, 300) 1.18x / 1.53x, (12000, 384) 1.25x /
+#: 1.42x; float16 alike. The sync kernel in one round stays ahead (bfloat16
+#: (8000, 1024) 1.38x against 1.20x, (16000, 200) 1.57x / 1.44x), as do the
+#: cluster plans (small arrays) and shorter axes ((4000, 3000) 1.58x / 1.45x,
+#: sync in 2 rounds; float32 (3000, 1600) 1.34x / 1.24x).
+COLS_SLAB_DTYPES = ("float16", "bfloat16", "float32")
+COLS_SLAB_THREADS = 512  # softmax.cu's COLS_SLAB_THREADS
+COLS_SLAB_SLOTS = 4096  # softmax.cu's COLS_SLAB_SLOTS
+COLS_SLAB_MIN_L = 7000
+COLS_SLAB_MIN_SYNC_ROUNDS = 2
 #: Skewed packs (softmax_cols_cl's SK form, _choose_cols_skew): on sm_90, a
 #: same-dtype float16 / bfloat16 array whose unit-stride axis is off the
 #: 16-byte grid (narrow packs otherwise) but whose x and y rows are off it
@@ -1539,6 +1565,58 @@ def _plan_cols_wide(O, L, I, in_dtype, out_dtype, log, dev, dense) -> Optional[L
                       extra=(G, rpc, pf), fold=f)
 
 
+def cols_slab_shape(L: int, I: int, in_dtype: str, dev: DeviceInfo) -> Optional[tuple]:
+    """softmax_cols_slab's layout of a dense (L, I) slab: (packs a block,
+    threads that read (PS), dynamic shared memory bytes), or None where the
+    slab does not fit the GPU's shared memory or no period of at most
+    COLS_SLAB_SLOTS elements (a multiple of lcm(I, pack)) exists."""
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    pack = VECTOR_BYTES // isz
+    if (L * I) % pack:
+        return None
+    lcm = I * pack // math.gcd(I, pack)
+    periods = min(COLS_SLAB_THREADS * pack, COLS_SLAB_SLOTS) // lcm
+    if periods == 0:
+        return None
+    ps = periods * lcm // pack
+    ppb = _cdiv(L * I // pack, dev.sm_count)
+    smem = ppb * VECTOR_BYTES + 8 * (I + ps * pack)  # the slab, I totals, the period's partials
+    if smem > dev.max_smem:
+        return None
+    return ppb, ps, smem
+
+
+def _choose_cols_slab(base: LaunchPlan, O, L, I, in_dtype, out_dtype, log, dev, dense) -> Optional[LaunchPlan]:
+    """softmax_cols_slab (see COLS_SLAB_DTYPES) in place of ``base`` where
+    the rule applies and the slab fits, with ``base`` as its fallback (run
+    where the cooperative launch is refused); else None."""
+    if (dev.cc < 90 or not dense or O != 1 or in_dtype != out_dtype or in_dtype not in COLS_SLAB_DTYPES
+            or L < COLS_SLAB_MIN_L):
+        return None
+    name = base.kernel.split("<", 1)[0]
+    split = name == "softmax_cols_split_finish"
+    rounds = name == "softmax_cols_sync" and base.sync and _sync_rounds(base) >= COLS_SLAB_MIN_SYNC_ROUNDS
+    if not (split or rounds):
+        return None
+    p = _plan_cols_slab(L, I, in_dtype, log, dev)
+    return None if p is None else dataclasses.replace(p, fallback=base)
+
+
+def _plan_cols_slab(L, I, in_dtype, log, dev) -> Optional[LaunchPlan]:
+    """softmax_cols_slab's plan for a dense (L, I) slab of ``in_dtype`` (out
+    the same), whatever the rule; None where it does not fit
+    (``cols_slab_shape``). ``extra`` = (packs a block, PS)."""
+    shape = cols_slab_shape(L, I, in_dtype, dev)
+    if shape is None:
+        return None
+    ppb, ps, smem = shape
+    G = dev.sm_count
+    LG = "true" if log else "false"
+    return LaunchPlan("cols", "softmax.cu", f"softmax_cols_slab<{CTYPE[in_dtype]}, {LG}>", (G,),
+                      (COLS_SLAB_THREADS,), VECTOR_BYTES // numpy.dtype(_np_name(in_dtype)).itemsize,
+                      ws_elems=2 * (I * G + I), ws_dtype="float32", extra=(ppb, ps), smem=smem, sync=True)
+
+
 def _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=None,
                   segment=COLS_SPLIT_SEGMENT, nt=1, v=None, sk=False,
                   clusters=COLS_CL_CLUSTERS, minb=None) -> Optional[LaunchPlan]:
@@ -1869,8 +1947,14 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     Small 16-bit arrays take the cluster plan in clusters of 16 blocks
     (``_choose_cols_cl16``, see COLS_CL16_MAX_BYTES), with the plan below as
     its ``fallback``: the launcher runs that where the GPU cannot hold a
-    cluster of 16 (a non-portable size). Every other array: ``_plan_cols_base``."""
+    cluster of 16 (a non-portable size). Dense slabs that ``_plan_cols_base``
+    would stream twice or hold in several sync rounds take the whole-slab
+    kernel (``_choose_cols_slab``, see COLS_SLAB_DTYPES), with that plan as
+    its fallback. Every other array: ``_plan_cols_base``."""
     base = _plan_cols_base(O, L, I, in_dtype, out_dtype, log, dev, vec, dense, skew)
+    slab = _choose_cols_slab(base, O, L, I, in_dtype, out_dtype, log, dev, dense)
+    if slab is not None:
+        return slab
     c16 = _choose_cols_cl16(O, L, I, in_dtype, out_dtype, log, dev, vec)
     return base if c16 is None else dataclasses.replace(c16, fallback=base)
 
@@ -2126,6 +2210,8 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                         p = _plan_cols_wide(1, 16000, 1500, ti, to, log, dev, True)  # whole-width stream
                         for kname in (p.kernels() if p is not None else ()):
                             found[("softmax.cu", kname)] = None
+                        if ti in COLS_SLAB_DTYPES:  # the whole-slab kernel (_choose_cols_slab)
+                            found[("softmax.cu", f"softmax_cols_slab<{CTYPE[ti]}, {'true' if log else 'false'}>")] = None
                         for L, I in itertools.product(COLS_CL16_PROBE_L, COLS_CL16_PROBE_I):  # clusters of 16
                             for v in (8, 4, 2):
                                 p = _choose_cols_cl16(1, L, I, ti, to, log, dev, v) if I % v == 0 else None

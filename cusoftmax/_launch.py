@@ -265,7 +265,7 @@ class Launch:
     the normal path.
     """
     __slots__ = ("plan", "fn", "pre_fn", "mid_fn", "grid", "block", "pre_grid", "extra", "ws_elems", "ws_dtype",
-                 "op", "smem", "fptr", "dims", "sync", "device_id", "fallback", "cols_prm")
+                 "op", "smem", "fptr", "dims", "sync", "device_id", "fallback", "cols_prm", "slab")
 
     def __init__(self, plan: LaunchPlan, device_id: int, op: str | None = None):
         import cupy
@@ -287,6 +287,7 @@ class Launch:
         self.ws_dtype = numpy.dtype(plan.ws_dtype)
         self.smem = plan.smem
         self.sync = plan.sync
+        self.slab = plan.kernel.startswith("softmax_cols_slab<")
         self.device_id = device_id
         self.cols_prm = {}  # softmax_cols_sync: Params per (O, L, I, strides)
         self.fallback = None  # Launch of plan.fallback, made if a cooperative launch is refused
@@ -390,6 +391,30 @@ class Launch:
             self._sync_refused(rc, f"shape (outer {O}, reduced {L * f}, inner {I // f})").cols(
                 xptr, yptr, O, L * f, I // f, sxo, sxl // f, syo, syl // f)
 
+    def _cols_slab(self, xptr, yptr, O, L, I, sxo, sxl, syo, syl) -> None:
+        """softmax_cols_slab: partials and totals in a pool buffer, its 3
+        barrier counters in the per-stream zeroed workspace, one cooperative
+        launch; the plan's fallback (the plan the slab replaced, in its own
+        folded shape) where the driver refuses the grid."""
+        stream = _current_stream().ptr
+        G = self.grid[0]
+        ws = _cupy.empty(self.ws_elems, self.ws_dtype)
+        cnt = zeroed_workspace(self.device_id, stream, "colslab", 256)
+        prm = self.cols_prm.get((L, I))
+        if prm is None:  # (x, y, N, I, ppb, PS, part, tot, cnt): pointers rewritten per call
+            prm = self.cols_prm[(L, I)] = Params((0, 0, L * I, I, self.extra[0], self.extra[1], 0, 0, 0))
+        gx, gy, gz, bx, by, bz, sm = self.dims
+        with prm.lock:
+            v = prm.vals
+            v[0], v[1], v[6], v[7], v[8] = xptr, yptr, ws.data.ptr, ws.data.ptr + 8 * I * G, cnt
+            rc = _coop_launch(self.fptr, gx, gy, gz, bx, by, bz, sm, stream, prm.addr)
+        if rc:
+            fb = self._sync_refused(rc, f"shape (outer {O}, reduced {L}, inner {I})")
+            f = fb.plan.fold
+            if f > 1:  # (as _api: dense slabs read as (L / f, I x f))
+                L, I, sxl, syl = L // f, I * f, I * f, I * f
+            fb.cols(xptr, yptr, O, L, I, sxo, sxl, syo, syl)
+
     def _cols_wide(self, xptr, yptr, L, I) -> None:
         """softmax_cols_wide_*: one dense slab as (L, I) (already folded: the
         original unit-stride length is I / fold): partials, their merge (at
@@ -426,7 +451,10 @@ class Launch:
     def cols(self, xptr, yptr, O, L, I, sxo, sxl, syo, syl) -> None:
         try:
             if self.sync:
-                self._cols_sync(xptr, yptr, O, L, I, sxo, sxl, syo, syl)
+                if self.slab:
+                    self._cols_slab(xptr, yptr, O, L, I, sxo, sxl, syo, syl)
+                else:
+                    self._cols_sync(xptr, yptr, O, L, I, sxo, sxl, syo, syl)
                 return
             if self.pre_fn is None:
                 self.fn(self.grid, self.block, (xptr, yptr, O, L, I, sxo, sxl, syo, syl,

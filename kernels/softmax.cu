@@ -1912,3 +1912,165 @@ softmax_cols_cl(const T* __restrict__ x, U* __restrict__ y, i64 O, i64 L, i64 I,
   CL_T(6);
 #endif
 }
+
+// ---------------------------------------------------------------------------
+// softmax_cols_slab: a dense slab (O = 1, rows of I elements, both pointers
+// 16-byte aligned, N = L x I a multiple of the pack) as N contiguous
+// elements, held on chip whole. The grid's G blocks are all resident
+// (cooperative launch, one an SM); block b owns packs [b ppb, (b + 1) ppb).
+//   1. Its first PS threads read the slab by 16-byte packs: thread q takes
+//      packs q, q + PS, ... (COLS_SLAB_UNROLL in flight, the last batch
+//      masked), parks them in
+//      shared memory and folds them into the running (max, sum) of its PACK
+//      columns. PS x PACK (the "period", at most COLS_SLAB_SLOTS elements)
+//      is a multiple of lcm(I, PACK), so every pack a thread takes covers the
+//      same PACK columns.
+//   2. The period's PS x PACK partials are merged by a tree over its S / I
+//      rows into the block's partial of each column, written to
+//      part[c * G + b].
+//   3. Barrier; warp w of block b merges the G partials of columns b + w G,
+//      ... and writes the column's (M, 1/D) (log-softmax: (M, log D)) to tot;
+//      barrier; every block loads the I totals.
+//   4. Every block normalises its slab from shared memory and writes it
+//      (16-bit: element pairs, consecutive in every warp).
+// One read of x, one write of y, both contiguous whatever I; two grid
+// barriers. In place (y == x) is safe: a block reads and writes only its own
+// packs, all reads before any write. `cnt`: 3 counters, zero on entry, left
+// zero (the launcher's per-stream zeroed workspace); part: I x G, tot: I.
+// ---------------------------------------------------------------------------
+#define COLS_SLAB_THREADS 512
+#define COLS_SLAB_UNROLL 8
+#define COLS_SLAB_SLOTS 4096
+
+// Barrier of the slab kernel's G co-resident blocks on one counter.
+CSM_DEVICE void slab_barrier(unsigned* cnt, unsigned n) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();  // the block's partials (or totals) before it is counted
+    atomicAdd(cnt, 1u);
+    while (ld_acquire_gpu(cnt) < n) {
+    }
+  }
+  __syncthreads();
+}
+
+template <typename T, bool LOG>
+__global__ void __launch_bounds__(COLS_SLAB_THREADS, 1)
+softmax_cols_slab(const T* __restrict__ x, T* __restrict__ y, i64 N, int I, i64 ppb, int PS,
+                  MD<float>* __restrict__ part, MD<float>* __restrict__ tot, unsigned* __restrict__ cnt) {
+  typedef float C;
+  constexpr int PACK = 16 / sizeof(T), TH = COLS_SLAB_THREADS, UN = COLS_SLAB_UNROLL;
+  constexpr int PN = sizeof(T) == 2 ? 2 : 1;  // elements a thread writes at once
+  typedef Pack<T, PACK> P;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  P* st = reinterpret_cast<P*>(smem_raw);                          // ppb packs
+  MD<C>* fin = reinterpret_cast<MD<C>*>(smem_raw + ppb * 16);       // I totals
+  MD<C>* red = fin + I;                                             // PS x PACK slots
+  const int G = gridDim.x, b = blockIdx.x, t = threadIdx.x;
+  const i64 NP = N / PACK;
+  const i64 p0 = min(NP, (i64)b * ppb);
+  const int np = (int)(min(NP, p0 + ppb) - p0);
+  const i64 e0 = p0 * PACK;
+  // 1. stage, folding each pack into its thread's column partials
+  if (t < PS) {
+    const uint4* xp = reinterpret_cast<const uint4*>(x) + p0;
+    MD<C> md[PACK];
+#pragma unroll
+    for (int e = 0; e < PACK; ++e) md[e] = md_identity<C>();
+    for (int p = t; p < np; p += UN * PS) {  // UN packs in flight (the last batch masked)
+      P pk[UN];
+#pragma unroll
+      for (int u = 0; u < UN; ++u)
+        if (p + u * PS < np) pk[u].raw = __ldcs(xp + p + u * PS);
+#pragma unroll
+      for (int u = 0; u < UN; ++u)
+        if (p + u * PS < np) st[p + u * PS] = pk[u];
+#pragma unroll
+      for (int e = 0; e < PACK; ++e) {  // md_accumulate, reading the packs in place (fewer registers)
+        C mx = md[e].m;
+#pragma unroll
+        for (int u = 0; u < UN; ++u)
+          if (p + u * PS < np) mx = Num<C>::max(mx, to_compute<C>(pk[u].v[e]));
+        const C base = mx == Num<C>::neg_inf() ? C(0) : mx;
+        C acc = md[e].d * Num<C>::exp(md[e].m - base);
+#pragma unroll
+        for (int u = 0; u < UN; ++u)
+          if (p + u * PS < np) acc += Num<C>::exp(to_compute<C>(pk[u].v[e]) - base);
+        md[e].m = mx;
+        md[e].d = acc;
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < PACK; ++e) red[t * PACK + e] = md[e];
+  }
+  __syncthreads();
+  // 2. the period's rows merged (slot i + h I into slot i), then slot
+  // (c - e0) mod I is column c's partial
+  for (int n = PS * PACK / I; n > 1;) {
+    const int h = (n + 1) >> 1;
+    for (int i = t; i < (n - h) * I; i += TH) red[i] = md_merge(red[i], red[i + h * I]);
+    __syncthreads();
+    n = h;
+  }
+  const int e0m = (int)(e0 % I);
+  for (int c = t; c < I; c += TH) {
+    const int off = c >= e0m ? c - e0m : c - e0m + I;
+    part[(i64)c * G + b] = red[off];
+  }
+  // 3. the columns' totals (the same in every block: one warp merges each)
+  slab_barrier(cnt, G);
+  {
+    const int lane = t & 31, w = t >> 5;
+    for (int c = b + w * G; c < I; c += (TH / 32) * G) {
+      MD<C> m = md_identity<C>();
+      for (int j = lane; j < G; j += 32) {
+        MD<C> q;
+        q.m = __ldcg(&part[(i64)c * G + j].m);
+        q.d = __ldcg(&part[(i64)c * G + j].d);
+        m = md_merge(m, q);
+      }
+      m = warp_allreduce_md<C, 32>(m);
+      if (lane == 0) {
+        MD<C> f;
+        f.m = m.m;
+        f.d = row_scale<C, LOG>(m);
+        tot[c] = f;
+      }
+    }
+  }
+  slab_barrier(cnt + 1, G);
+  for (int c = t; c < I; c += TH) {
+    fin[c].m = __ldcg(&tot[c].m);
+    fin[c].d = __ldcg(&tot[c].d);
+  }
+  __syncthreads();
+  if (t == 0 && atomicAdd(cnt + 2, 1u) == (unsigned)G - 1) {  // every block is past both barriers
+    cnt[0] = 0u;
+    cnt[1] = 0u;
+    cnt[2] = 0u;
+    __threadfence();
+  }
+  // 4. normalise and write: thread t takes elements t PN, (t + TH) PN, ...
+  {
+    const T* s = reinterpret_cast<const T*>(smem_raw);
+    T* yb = y + e0;
+    const int ne = np * PACK;
+    int c = (int)((e0 + (i64)t * PN) % I);
+    const int step = (TH * PN) % I;
+#pragma unroll 4
+    for (int i = t * PN; i < ne; i += TH * PN) {
+      C v[PN];
+      int cc = c;
+#pragma unroll
+      for (int e = 0; e < PN; ++e) {
+        v[e] = finish_value<C, LOG>(to_compute<C>(s[i + e]), fin[cc].m, fin[cc].d);
+        cc = cc + 1 == I ? 0 : cc + 1;
+      }
+      Pack<T, PN> o;
+      convert_pack<T, C, PN>(v, o);
+      store_pack<T, PN>(yb + i, o);
+      c += step;
+      if (c >= I) c -= I;
+    }
+  }
+}

@@ -383,3 +383,66 @@ def test_cols_cl_rules(monkeypatch):
                                    _dispatch.COLS_CL_16_NR).kernel.endswith(", 4, 256, 8, 2, 2, 1>")
     p = plan(3, 300, 20, "float32")  # a tile of 32 columns over 20, 128 rows a block: a cluster of 4
     assert p.kernel.startswith("softmax_cols_cl") and p.grid == (4, 3) and p.extra == (8, 4, 3, 4), p
+
+
+def test_cols_slab_rule():
+    """_choose_cols_slab: on sm_90, dense same-dtype float16 / bfloat16 /
+    float32 slabs (O = 1) of at least COLS_SLAB_MIN_L rows whose base plan
+    streams twice (split stream) or holds x in COLS_SLAB_MIN_SYNC_ROUNDS or
+    more sync rounds take the whole-slab kernel, with the base plan as its
+    fallback; its layout fits (a period that is a multiple of lcm(I, pack) and
+    of the pack, at most COLS_SLAB_SLOTS elements and one thread a pack; the
+    slab, totals and period partials within shared memory). Nothing else
+    takes it: non-dense, O > 1, another output dtype, float64, sm_80, short
+    axes, cluster / one-round sync plans."""
+    import math
+
+    h100, a100 = DeviceInfo(132, 90), DeviceInfo(108, 80)
+
+    def vec_of(I, dt):
+        v = 16 // _isz(dt)
+        while I % v:
+            v //= 2
+        return v
+
+    taken = []
+    for dt in ("float16", "bfloat16", "float32", "float64"):
+        for L, I in itertools.product((1000, 4000, 6000, 6999, 7000, 8000, 12000, 16000, 16002),
+                                      (100, 200, 256, 300, 384, 500, 512, 768, 1000, 1024, 1200, 1500, 1600,
+                                       2500, 3000)):
+            v = vec_of(I, dt)
+            p = _dispatch.plan_cols(1, L, I, dt, dt, False, h100, v, True, True)
+            base = _dispatch._plan_cols_base(1, L, I, dt, dt, False, h100, v, True, True)
+            ctx = (dt, L, I, p.kernel, base.kernel)
+            if not p.kernel.startswith("softmax_cols_slab"):
+                continue
+            taken.append((dt, L, I))
+            assert dt in _dispatch.COLS_SLAB_DTYPES and L >= _dispatch.COLS_SLAB_MIN_L, ctx
+            assert p.fallback == base and p.sync and p.grid == (h100.sm_count,), ctx
+            name = base.kernel.split("<")[0]
+            assert name == "softmax_cols_split_finish" or (
+                name == "softmax_cols_sync" and _dispatch._sync_rounds(base) >= _dispatch.COLS_SLAB_MIN_SYNC_ROUNDS), ctx
+            pack = 16 // _isz(dt)
+            ppb, ps = p.extra
+            S = ps * pack
+            assert (L * I) % pack == 0 and S % (I * pack // math.gcd(I, pack)) == 0, ctx
+            assert S <= _dispatch.COLS_SLAB_SLOTS and ps <= p.block[0] == _dispatch.COLS_SLAB_THREADS, ctx
+            assert ppb * h100.sm_count * pack >= L * I > (ppb - 1) * h100.sm_count * pack, ctx
+            assert p.smem == ppb * 16 + 8 * (I + S) <= h100.max_smem, ctx
+            assert p.ws_elems == 2 * (I * h100.sm_count + I), ctx
+            # the same problem any other way: another plan
+            for q in (_dispatch.plan_cols(1, L, I, dt, dt, False, h100, v, False, True),  # not dense
+                      _dispatch.plan_cols(2, L, I, dt, dt, False, h100, v, True, True),  # O > 1
+                      _dispatch.plan_cols(1, L, I, dt, "float32" if dt != "float32" else "float16", False,
+                                          h100, v, True, True),
+                      _dispatch.plan_cols(1, L, I, dt, dt, False, a100, v, True, True)):
+                assert not q.kernel.startswith("softmax_cols_slab"), (ctx, q.kernel)
+            assert _dispatch.plan_cols(1, L, I, dt, dt, True, h100, v, True, True).kernel == \
+                p.kernel.replace("false>", "true>"), ctx  # log_softmax alike
+    # the measured cases (bench/results/nvidia-h200/kernels/slab.txt) are in, shorter axes out
+    for case in (("bfloat16", 16000, 300), ("float16", 16000, 500), ("bfloat16", 12000, 768),
+                 ("float16", 8000, 1500), ("float32", 16000, 300)):
+        assert case in taken, case
+    for case in (("bfloat16", 4000, 3000), ("bfloat16", 6000, 1600), ("float32", 6999, 1000),
+                 ("bfloat16", 16000, 200), ("bfloat16", 8000, 1024)):
+        assert case not in taken, case

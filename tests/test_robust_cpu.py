@@ -414,6 +414,7 @@ def test_cols_fold_over_rounds_rules(monkeypatch):
             assert p.kernel.endswith("true, true>") and p.kernel in names, p
             with monkeypatch.context() as m:
                 m.setattr(_dispatch, "COLS_FOLD_NARROW_ROUNDS", 0)
+                m.setattr(_dispatch, "COLS_SLAB_MIN_L", 1 << 62)  # (a sync plan in rounds: the slab rule's)
                 q = _dispatch.plan_cols(1, L, I, dt, dt, log, h100, vec, True, True)
             assert q.sync and q.fold == 1 and rounds(q) >= 2, (dt, L, I, q)
             assert L * I * isz < _dispatch.COLS_FOLD_MIN_BYTES or vec > 1, (dt, L, I)  # (not the size rule)

@@ -1457,6 +1457,85 @@ def test_cols_wide(dtype, log, monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_slab(dtype, log, monkeypatch):
+    """The whole-slab kernel (softmax_cols_slab, _plan_cols_slab): launched
+    directly, whatever the rule, on slabs whose period is one row of columns
+    or many (a tree of odd and even depth), I longer than the block, a
+    column of one element a row (I = 1), fewer packs than blocks, the last
+    block short; special columns (NaN, +inf, all -inf, one -inf); output
+    poisoned; two launches in a row (the barrier counters are left zero).
+    Then the public call where the dispatcher takes it (asserted), in place,
+    and through its fallback when the cooperative launch is refused."""
+    import cupy as cp
+    from cusoftmax import _api, _launch
+    from cusoftmax._launch import Launch
+
+    dev = real_device_info()
+    if dev.cc < 90:
+        pytest.skip("the whole-slab kernel is taken on sm_90 only (the dispatcher never takes it before)")
+    rng = np.random.default_rng(41)
+    fn = cusoftmax.log_softmax if log else cusoftmax.softmax
+    isz = np.dtype(np_dtype(dtype)).itemsize
+    pack = 16 // isz
+    widest = 4096 if isz == 2 else 2048  # lcm(I, pack) up to the 4096-element period
+    odd = 1200 if isz == 2 else 600  # a period of 3 rows of columns: an odd tree
+    rows_a_period = set()
+    for L, I in ((2000, 36), (600, 514), (9, 1000), (3000, 1), (200, widest), (4002, 300), (1001, 1500),
+                 (16, 8), (40000, 6), (3000, odd)):
+        while (L * I) % pack:
+            L += 1
+        p = _dispatch._plan_cols_slab(L, I, dtype, log, dev)
+        assert p is not None and p.sync and p.grid == (dev.sm_count,), (L, I, p)
+        ppb, ps = p.extra
+        S = ps * pack
+        assert S % I == 0 and S % pack == 0 and S <= _dispatch.COLS_SLAB_SLOTS and ps <= p.block[0], (L, I, p)
+        rows_a_period.add(S // I)
+        if I >= 5:
+            xh = _cols_special_input(rng, (1, L, I), dtype)
+        else:
+            xh = (rng.standard_normal((1, L, I)) * 3).astype(np_dtype(dtype))
+        x = cp.asarray(xh)
+        launch = Launch(p, x.data.device_id)
+        for rep in range(2):
+            y = cp.full((1, L, I), np.nan, dtype=np_dtype(dtype))
+            launch.cols(x.data.ptr, y.data.ptr, 1, L, I, L * I, I, L * I, I)
+            check_forward(y, xh, axis=1, log=log, ctx=f"{p.kernel} extra {p.extra} {(L, I)} rep {rep}")
+        assert np.array_equal(host(x).view(np.uint8), xh.view(np.uint8)), (L, I)
+        del x, y
+    assert 1 in rows_a_period and any(n > 1 and n % 2 for n in rows_a_period), rows_a_period
+    stream = cp.cuda.get_current_stream().ptr
+    cnt = _launch._sync_ws[("colslab", cp.cuda.Device().id, stream)]
+    assert not host(cnt[:12]).any(), "barrier counters not left zero"
+    # the dispatcher's rule: a slab it takes, the public call, in place, the fallback
+    L, I = 16000, 300
+    vec = pack
+    while I % vec:
+        vec //= 2
+    auto = _dispatch.plan_cols(1, L, I, dtype, dtype, log, dev, vec, True, True)
+    assert auto.kernel.startswith("softmax_cols_slab") and auto.fallback is not None, auto
+    xh = _cols_special_input(rng, (1, L, I), dtype)[0]
+    x = cp.asarray(xh)
+    prep = _api._prepare(x, 0, None, "auto", log, None)
+    assert prep.launch.plan.kernel.startswith("softmax_cols_slab"), prep.launch.plan
+    y = cp.full((L, I), np.nan, dtype=np_dtype(dtype))
+    check_forward(fn(x, axis=0, out=y), xh, axis=0, log=log, ctx=f"api {(L, I)}")
+    x2 = x.copy()
+    assert fn(x2, axis=0, out=x2) is x2
+    check_forward(x2, xh, axis=0, log=log, ctx=f"api in place {(L, I)}")
+    with monkeypatch.context() as mp:  # every cooperative launch refused: the fallback chain runs
+        mp.setattr(_launch, "_coop_launch", lambda *a: _launch._COOP_TOO_LARGE)
+        y = cp.full((L, I), np.nan, dtype=np_dtype(dtype))
+        check_forward(fn(x, axis=0, out=y), xh, axis=0, log=log, ctx=f"api {(L, I)} fallback")
+    xw = cp.empty((L, I + 8), dtype=x.dtype)  # rows of I + 8: not dense, another plan
+    xw[:, :I] = x
+    v = xw[:, :I]
+    assert not _api._prepare(v, 0, None, "auto", log, None).launch.plan.kernel.startswith("softmax_cols_slab")
+    check_forward(fn(v, axis=0), xh, axis=0, log=log, ctx=f"api sliced {(L, I)}")
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("log", [False, True])
 @pytest.mark.usefixtures("no_cl16")
