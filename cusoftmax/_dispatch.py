@@ -766,16 +766,18 @@ COLS_WIDE_MERGE_THREADS = 256  # a warp a column
 #: back normalised. It replaces the plans that stream x twice (the split
 #: stream, _plan_cols_split / _plan_cols_split_fold) or hold it in
 #: COLS_SLAB_MIN_SYNC_ROUNDS or more rounds of the sync kernel, on axes of at
-#: least COLS_SLAB_MIN_L rows. H200 (exp prototype, then the library kernel;
-#: bench/results/nvidia-h200/kernels/slab.txt), softmax against the same data
-#: contiguous, slab against the plan it replaces: bfloat16 (16000, 300) 1.27x
-#: against 1.61x, (16000, 500) 1.23x / 1.63x (split stream, fold 2), (12000,
-#: 768) 1.39x / 1.58x, (8000, 1500) 1.32x / 1.58x, (8000, 1200) 1.33x / 1.42x
-#: (sync, 2 rounds); float32 (16000, 300) 1.18x / 1.53x, (12000, 384) 1.25x /
-#: 1.42x; float16 alike. The sync kernel in one round stays ahead (bfloat16
-#: (8000, 1024) 1.38x against 1.20x, (16000, 200) 1.57x / 1.44x), as do the
-#: cluster plans (small arrays) and shorter axes ((4000, 3000) 1.58x / 1.45x,
-#: sync in 2 rounds; float32 (3000, 1600) 1.34x / 1.24x).
+#: least COLS_SLAB_MIN_L rows. H200 (tools/layout_table.py with the rule on and
+#: off; bench/results/nvidia-h200/kernels/slab.txt, call 2), softmax against the
+#: same data contiguous, slab against the plan it replaces: bfloat16 (16000,
+#: 300) 1.32x against 1.70x, (16000, 500) 1.32x / 1.66x (split stream, fold 2),
+#: (12000, 768) 1.51x / 1.65x, (8000, 1500) 1.48x / 1.59x (sync, 2 rounds);
+#: float32 (16000, 300) 1.21x / 1.54x, (12000, 384) 1.26x / 1.36x; held-out
+#: shapes: faster on 40 of 42 (bfloat16 (14000, 700) 1.25x / 1.90x, (20000,
+#: 450) 1.28x / 1.94x); float16 and log_softmax alike. Slower on 6000-row axes
+#: (bfloat16 (6000, 1600) 1.65x / 1.55x: hence COLS_SLAB_MIN_L) and even at
+#: (8000, 1200) (1.44x either way). In the prototype (slab.txt, run 4) the
+#: one-round sync plans stayed ahead (bfloat16 (8000, 1024) 1.38x against
+#: 1.20x, (16000, 200) 1.57x / 1.44x), as did the cluster plans (small arrays).
 COLS_SLAB_DTYPES = ("float16", "bfloat16", "float32")
 COLS_SLAB_THREADS = 512  # softmax.cu's COLS_SLAB_THREADS
 COLS_SLAB_SLOTS = 4096  # softmax.cu's COLS_SLAB_SLOTS

@@ -40,6 +40,11 @@
 //                    cluster's registers: the cluster's blocks exchange their
 //                    per-column partials through distributed shared memory
 //                    (st.async, mbarriers); no grid barrier, no workspace.
+//   softmax_cols_slab  the same layout, one dense slab held whole on chip: a
+//                    cooperative grid reads it as contiguous 16-byte packs,
+//                    folding them into per-column partials, merges those
+//                    across two grid barriers and writes it back (one read,
+//                    one write, both contiguous).
 // Every kernel takes T (input storage), U (output storage) and LOG (log-softmax);
 // arithmetic is in C = float, or double when either side is double.
 #include "common.cuh"
