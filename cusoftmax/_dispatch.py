@@ -2744,6 +2744,17 @@ TOPK_SEG_PIPE = True
 #: 2 GiB ones gained nothing.
 TOPK_EVICT_FIRST_MIN_BYTES = 12 << 20
 TOPK_EVICT_FIRST_MAX_BYTES = 256 << 20
+#: From this k on, topk_seg keeps two candidates a segment (its TWO flag: the
+#: best and the best in another lane, `second` bounding the rest), so the
+#: last block re-reads a selected segment only where three of its elements
+#: (or two in one lane) are not worse than tau. H200 (nvidia-h200/kernels/
+#: seg_two.txt, tools/ab_seg.py, tools/seg_rereads.py): re-read segments a row
+#: 5.4 -> 0.75 on 64 x 128256 float32 k = 50, 5.9 -> 0.73 on 64 x 262144;
+#: 64 x 262144 k = 50 50.6 -> 44.9 us, 64 x 128256 k = 50 30.4 -> 29.3, k = 33
+#: 28.7 -> 27.7, 263 x 65536 k = 50 54.9 -> 52.0. Below k = 33 too few rows
+#: re-read (k = 16: 0.64 segments a row) to pay for it: a first form with it
+#: on at every k took 64 x 128256 k = 5 from 25.8 to 27.4 us (this rule: 25.3).
+TOPK_SEG_TWO_MIN_K = 33
 
 #: The row-on-chip few-rows regime (kernels/topk.cu, topk_csm): candidate
 #: lists up to this KP, TOPK_CSM_THREADS a block, clusters of these sizes
@@ -2898,11 +2909,13 @@ def topk_evict_first(rows: int, L: int, in_dtype: str) -> bool:
     return TOPK_EVICT_FIRST_MIN_BYTES <= n <= TOPK_EVICT_FIRST_MAX_BYTES
 
 
-def _topk_seg_name(head: str, pipe: bool, ef: bool) -> str:
-    """``topk_seg<head, PIPE, EF>`` with its defaulted (false) flags left out."""
-    if ef:
-        return f"topk_seg<{head}, {str(pipe).lower()}, true>"
-    return f"topk_seg<{head}, true>" if pipe else f"topk_seg<{head}>"
+def _topk_seg_name(head: str, pipe: bool, ef: bool, two: bool = False) -> str:
+    """``topk_seg<head, PIPE, EF, TWO>`` with its trailing defaulted (false)
+    flags left out."""
+    flags = [pipe, ef, two]
+    while flags and not flags[-1]:
+        flags.pop()
+    return f"topk_seg<{', '.join([head] + [str(f).lower() for f in flags])}>"
 
 
 def topk_aux_grid(n: int, dev: DeviceInfo) -> tuple:
@@ -2973,7 +2986,8 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
             extra = dict(gather_kernel=gather, softmax_algorithm="safe") if mode == "select" else {}
             return TopKPlan("seg" if mode == "online" else "unfused",
                             _topk_seg_name(f"{T}, {C}, {_TOPK_MODE[mode]}, {unroll}", pipe,
-                                           topk_evict_first(rows, L, in_dtype)), grid, (threads,),
+                                           topk_evict_first(rows, L, in_dtype), k >= TOPK_SEG_TWO_MIN_K),
+                            grid, (threads,),
                             0, kp, 0, False, grid[0], 0, sp, spb, cdt, cb, **extra)
 
     # split: few long rows over several blocks (not the paper's safe form)
@@ -3039,20 +3053,25 @@ def all_topk_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                     p = plan_topk(rows, L, 64, ti, to, dev, "auto")
                     for name in p.kernels():
                         found[(p.source, name)] = None
-    # seg and csm in both load forms (EF: the array's size alone decides it)
+    # seg and csm in both load forms (EF: the array's size alone decides it; seg's TWO: k alone)
     for src, name in list(found):
-        for other in _topk_load_forms(name):
+        forms = _topk_load_forms(name)
+        if name.startswith("topk_seg<"):
+            forms = _topk_load_forms(name, False) + _topk_load_forms(name, True)
+        for other in forms:
             found[(src, other)] = None
     return list(found)
 
 
-def _topk_load_forms(name: str) -> tuple:
-    """Both load forms (EF off / on) of a topk_seg or topk_csm name; () else."""
+def _topk_load_forms(name: str, two: Optional[bool] = None) -> tuple:
+    """Both load forms (EF off / on) of a topk_seg or topk_csm name; () else.
+    ``two=None`` keeps a topk_seg name's TWO flag, True / False sets it."""
     kind, args = name[:-1].split("<", 1)
     a = args.split(", ")
     if kind == "topk_seg":
         head, pipe = ", ".join(a[:4]), len(a) > 4 and a[4] == "true"
-        return _topk_seg_name(head, pipe, False), _topk_seg_name(head, pipe, True)
+        two = (len(a) > 6 and a[6] == "true") if two is None else two
+        return _topk_seg_name(head, pipe, False, two), _topk_seg_name(head, pipe, True, two)
     if kind == "topk_csm":
         return f"topk_csm<{', '.join(a[:2])}>", f"topk_csm<{', '.join(a[:2] + ['true'])}>"
     return ()

@@ -265,13 +265,14 @@ def _prepare(x, k, axis, log, dtype, algorithm):
 
 def _seg_layout(p: _Prepared) -> None:
     """``p.ws_bytes`` (0 but for topk_seg) and ``p.ws_offs``: topk_seg's
-    workspace holds R x TOPK_SEG_WCAP candidates, then as many seconds
-    (offset ws_offs[0]), then R x splits (m, d) partials (ws_offs[1])."""
+    workspace holds 2 x R x TOPK_SEG_WCAP candidates (each segment's best,
+    then its second), then R x TOPK_SEG_WCAP bounds (offset ws_offs[0]), then
+    R x splits (m, d) partials (ws_offs[1])."""
     plan = p.plan
     p.ws_bytes = 0
     if plan.seg_packs:
         wcap, csz = _dispatch.TOPK_SEG_WCAP, p.md_dtype.itemsize
-        ov = p.R * wcap * plan.cand_bytes
+        ov = 2 * p.R * wcap * plan.cand_bytes
         p.ws_offs = (ov, ov + p.R * wcap * csz)
         p.ws_bytes = p.ws_offs[1] + 2 * p.R * plan.splits * csz
 

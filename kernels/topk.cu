@@ -176,32 +176,19 @@ template <> struct Cand<double> {
 };
 
 // One candidate per lane sorted across the warp, best first (lane 0 holds
-// the best): a bitonic sort through shuffles. ROLLED: as loops (a tenth of
-// the code, for code run once a launch, whose instruction fetch is cold; an
-// experiment switch of topk_seg, kernels/seg_tail_trace.txt).
-template <typename CT, bool ROLLED = false>
+// the best): a bitonic sort through shuffles.
+template <typename CT>
 CSM_DEVICE typename CT::type warp_sort_best_first(typename CT::type c, int lane) {
   typedef typename CT::type K;
-  if constexpr (!ROLLED) {
 #pragma unroll
-    for (int size = 2; size <= 32; size <<= 1) {
+  for (int size = 2; size <= 32; size <<= 1) {
 #pragma unroll
-      for (int stride = size >> 1; stride > 0; stride >>= 1) {
-        const K o = CT::shfl_xor(c, stride);
-        // in a best-first block the lower lane of a pair keeps the better one
-        const bool keep_better = ((lane & stride) == 0) == ((lane & size) == 0 || size == 32);
-        const bool o_better = CT::better(o, c);
-        if (keep_better == o_better) c = o;
-      }
-    }
-  } else {  // the same steps
-#pragma unroll 1
-    for (int size = 2; size <= 32; size <<= 1) {
-#pragma unroll 1
-      for (int stride = size >> 1; stride > 0; stride >>= 1) {
-        const K o = CT::shfl_xor(c, stride);
-        if ((((lane & stride) == 0) == ((lane & size) == 0 || size == 32)) == CT::better(o, c)) c = o;
-      }
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      const K o = CT::shfl_xor(c, stride);
+      // in a best-first block the lower lane of a pair keeps the better one
+      const bool keep_better = ((lane & stride) == 0) == ((lane & size) == 0 || size == 32);
+      const bool o_better = CT::better(o, c);
+      if (keep_better == o_better) c = o;
     }
   }
   return c;
@@ -976,23 +963,58 @@ CSM_DEVICE void seg_batch_best(const typename CT::value_t* v, unsigned mask, i64
   }
 }
 
-// The end of a segment (the whole warp): its best candidate to *wk and to *wv
-// `second`, an upper bound of every other element's value (the best lane's
-// second largest, the other lanes' largest).
-template <typename CT>
-CSM_DEVICE void seg_end(typename CT::type best, typename CT::value_t v1, typename CT::value_t v2, int lane,
-                        typename CT::type* wk, typename CT::value_t* wv) {
-  typedef typename CT::type K;
-  typedef typename CT::value_t C;
-  K wb = best;
+// The best of one candidate per lane, on every lane: for float compute (a
+// u64 key) two 32-bit warp max reductions on sm_80+ (the value key, then the
+// ~index among the lanes holding it), else shuffles.
+template <typename CT> CSM_DEVICE typename CT::type warp_best(typename CT::type c) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (sizeof(typename CT::type) == 8) {
+    const unsigned hi = (unsigned)(c >> 32);
+    const unsigned mh = __reduce_max_sync(TOPK_FULL, hi);
+    const unsigned ml = __reduce_max_sync(TOPK_FULL, hi == mh ? (unsigned)c : 0u);
+    return ((u64)mh << 32) | ml;
+  }
+#endif
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
-    const K t = CT::shfl_xor(wb, o);
-    if (CT::better(t, wb)) wb = t;
+    const typename CT::type t = CT::shfl_xor(c, o);
+    if (CT::better(t, c)) c = t;
   }
-  C sec = CT::same(wb, best) ? v2 : v1;
+  return c;
+}
+
+// The largest of one value per lane (no NaN), on every lane: for float
+// compute one warp max reduction of the order key on sm_80+, else shuffles.
+template <typename CT> CSM_DEVICE typename CT::value_t warp_max_value(typename CT::value_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (sizeof(typename CT::type) == 8) return CT::key_value(__reduce_max_sync(TOPK_FULL, CT::key(v)));
+#endif
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) sec = Num<C>::max(sec, shfl_xor(sec, o));
+  for (int o = 16; o > 0; o >>= 1) v = Num<typename CT::value_t>::max(v, shfl_xor(v, o));
+  return v;
+}
+
+// The end of a segment (the whole warp): its best candidate to *wk and to *wv
+// `second`, an upper bound of every other element's value (the best lane's
+// second largest, the other lanes' largest). TWO: also the best candidate of
+// the other lanes to wk[second_at], and `second` then bounds every element but
+// those two (the two lanes' second largest, the other lanes' largest).
+template <typename CT, bool TWO>
+CSM_DEVICE void seg_end(typename CT::type best, typename CT::value_t v1, typename CT::value_t v2, int lane,
+                        typename CT::type* wk, i64 second_at, typename CT::value_t* wv) {
+  typedef typename CT::type K;
+  typedef typename CT::value_t C;
+  const K wb = warp_best<CT>(best);
+  const bool is1 = CT::same(wb, best);
+  C sec;
+  if constexpr (TWO) {
+    const K wb2 = warp_best<CT>(is1 ? CT::empty() : best);
+    // (lanes without elements hold the empty key and v1 = v2 = -inf)
+    sec = warp_max_value<CT>((is1 || CT::same(wb2, best)) ? v2 : v1);
+    if (lane == 0) wk[second_at] = wb2;
+  } else {
+    sec = warp_max_value<CT>(is1 ? v2 : v1);
+  }
   if (lane == 0) {
     *wk = wb;
     *wv = sec;
@@ -1004,11 +1026,15 @@ CSM_DEVICE void seg_end(typename CT::type best, typename CT::value_t v1, typenam
 //
 // Row r is cut into W <= TOPK_SEG_WMAX segments of `sp` packs (a multiple of
 // 32). Grid (S, rows): block s of row r streams segments [s * spb, (s + 1) *
-// spb), one warp per segment at a time, keeping its lanes' online (m, d), the
-// segment's best candidate (value key, ~index) and `second`: an upper bound
-// of every other element's value (the best lane's second largest value, the
-// other lanes' largest). They go to wsk / wsv[r * TOPK_SEG_WMAX + j], the
-// block's (m, d) to wsm[2 * (r * S + s)]. The last block of the row to
+// spb), one warp per segment at a time, keeping its lanes' online (m, d) and
+// best candidate (value key, ~index) and two largest values. At the end of a
+// segment the warp stores the segment's best candidate and `second`: an
+// upper bound of every other element's value (the best lane's second largest
+// value, the other lanes' largest). TWO: also the best candidate of the other
+// lanes, and `second` then bounds every element but those two (the two
+// lanes' second largest values, the other lanes' largest). They go to
+// wsk[r * WMAX + j], wsk[(rows + r) * WMAX + j] (TWO) and wsv[r * WMAX + j],
+// the block's (m, d) to wsm[2 * (r * S + s)]. The last block of the row to
 // finish (a counter per row in `cnt`, left at zero for the next launch):
 //   1. merges the S (m, d) partials;
 //   2. ranks the W segment maxima (each warp sorts 32 of them through
@@ -1020,16 +1046,19 @@ CSM_DEVICE void seg_end(typename CT::type best, typename CT::value_t v1, typenam
 //      lies in a selected segment (whose maximum is at least as good): the
 //      top k are among the selected segments' elements not worse than tau;
 //   3. collects those: a selected segment whose `second` is below tau's value
-//      gives its best alone; the others are re-read (from L2, just streamed);
+//      gives its stored candidates (TWO: the second if not worse than tau);
+//      the others are re-read (from L2, just streamed);
 //   4. up to TOPK_SEG_RANK_MAX candidates: each one's rank among them is its
 //      output position (no sort). Up to TOPK_SEG_INC: one bitonic compaction
 //      into a sorted list. More (rows of ties, sorted rows): the collection
 //      is redone over every selected segment one element per thread per
 //      round, compacting whenever the slots could overflow and raising tau
 //      each time (correct, slower).
-// Typical rows give about k candidates and few re-read segments. For k = 1
-// the last block takes the best of the W segment maxima (each is its
-// segment's best key) and skips 2-4.
+// Typical rows give about k candidates and re-read a segment only where two
+// of its elements (TWO: three, or two in one lane) are not worse than tau:
+// TWO is the dispatcher's choice for larger k, where that happens in most
+// rows. For k = 1 the last block takes the best of the W segment maxima
+// (each is its segment's best key) and skips 2-4.
 // MODE: TOPK_ONLINE or TOPK_SELECT. PIPE: step 1 as a software pipeline over
 // all the warp's batches (the next batch's packs loaded, raw, before the
 // current one is reduced; for UNROLL below the batch of TOPK_SEG_BATCH_ELEMS,
@@ -1046,11 +1075,6 @@ template <> struct SegMinBlocks<double> { enum { value = 2 }; };
 #define TOPK_SEG_RANK_MAX 256
 #define TOPK_SEG_INC 2048
 #define TOPK_SEG_KP_MAX 64
-// Experiment switch: the last block's warp sorts as loops (TOPK_SEG_ROLLED 1;
-// kernels/seg_tail_trace.txt).
-#ifndef TOPK_SEG_ROLLED
-#define TOPK_SEG_ROLLED 0
-#endif
 #ifndef TOPK_SEG_REREAD_ELEMS
 #define TOPK_SEG_REREAD_ELEMS 16
 #endif
@@ -1086,6 +1110,13 @@ __device__ unsigned long long seg_trace[64 * 32 * 16];
 #define SEG_T(i)
 #endif
 
+// Re-read hook of tools/seg_rereads.py (-DTOPK_SEG_RR_COUNT: the last block
+// of row r stores its re-read segments and candidates taken without a
+// re-read at seg_rr[2r], [2r + 1]; the library never defines it).
+#ifdef TOPK_SEG_RR_COUNT
+__device__ int seg_rr[2 * 65536];
+#endif
+
 // topk_seg's stream loads: evict-first in L2 (EF, load_pack_once) or plain.
 template <typename T, int PACK, bool EF> CSM_DEVICE Pack<T, PACK> seg_load(const T* p, u64 pol) {
   if constexpr (EF) {
@@ -1095,7 +1126,7 @@ template <typename T, int PACK, bool EF> CSM_DEVICE Pack<T, PACK> seg_load(const
   }
 }
 
-template <typename T, typename C, int MODE, int UNROLL, bool PIPE = false, bool EF = false>
+template <typename T, typename C, int MODE, int UNROLL, bool PIPE = false, bool EF = false, bool TWO = false>
 __global__ void __launch_bounds__(TOPK_SEG_THREADS, SegMinBlocks<C>::value)
 topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx,
          typename Cand<C>::type* __restrict__ wsk, C* __restrict__ wsv, C* __restrict__ wsm,
@@ -1110,6 +1141,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
                          ? (TOPK_SEG_REREAD_ELEMS / (int)sizeof(C) * 4 / PACK) : 1;
   constexpr int NCH = TOPK_SEG_WMAX / 32;  // chunks of 32 maxima
   __shared__ K segk[TOPK_SEG_WMAX];  // chunk-sorted segment maxima
+  __shared__ K segk2[TWO ? TOPK_SEG_WMAX : 1];  // second candidates by segment (TWO)
   __shared__ C segv[TOPK_SEG_WMAX];  // `second` by segment
   __shared__ int sel[TOPK_SEG_KP_MAX];  // selected segments, best first
   __shared__ K selk[TOPK_SEG_KP_MAX];  // their maxima
@@ -1126,7 +1158,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   const int mis = row_misalignment<T, PACK>(row);
   const i64 np = row_packs<PACK>(L, mis);
   const int W = (int)((np + sp - 1) / sp);
-  K* wk = wsk + r * TOPK_SEG_WMAX;
+  K* wk = wsk + r * TOPK_SEG_WMAX;  // (second candidates gridDim.y x TOPK_SEG_WMAX further)
   C* wv = wsv + r * TOPK_SEG_WMAX;
 
   // ---- 1. stream this block's segments ------------------------------------
@@ -1185,7 +1217,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
         if (MODE == TOPK_ONLINE) md_accumulate<C, E>(md, v);
         seg_batch_best<CT, E, PACK>(v, mask, base, lane, mis, best, bv, v1, v2);
         if (nj != j) {  // the end of segment j
-          seg_end<CT>(best, v1, v2, lane, wk + j, wv + j);
+          seg_end<CT, TWO>(best, v1, v2, lane, wk + j, (i64)gridDim.y * TOPK_SEG_WMAX, wv + j);
           best = CT::empty();
           bv = v1 = v2 = Num<C>::neg_inf();
         }
@@ -1228,7 +1260,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
         if (MODE == TOPK_ONLINE) md_accumulate<C, E>(md, v);
         seg_batch_best<CT, E, PACK>(v, mask, base, lane, mis, best, bv, v1, v2);
       }
-      seg_end<CT>(best, v1, v2, lane, wk + j, wv + j);
+      seg_end<CT, TWO>(best, v1, v2, lane, wk + j, (i64)gridDim.y * TOPK_SEG_WMAX, wv + j);
     }
   }
   SEG_T(1);
@@ -1300,10 +1332,12 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   // issued together with the (m, d) partials')
   const int nchunk = (W + 31) >> 5;
   const int i0 = warp * 32 + lane;
-  K c0 = CT::empty();
+  const K* wk2 = wk + (i64)gridDim.y * TOPK_SEG_WMAX;  // (TWO)
+  K c0 = CT::empty(), c2 = CT::empty();
   C v0 = C(0);
   if (i0 < W) {
     c0 = CT::ldcg(wk + i0);
+    if constexpr (TWO) c2 = CT::ldcg(wk2 + i0);
     v0 = __ldcg(wv + i0);
   }
   md = MODE == TOPK_ONLINE ? seg_partials_md<C>(wsm, r, S) : md_identity<C>();
@@ -1312,9 +1346,12 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 #endif
   SEG_T(9);
   if (warp < nchunk) {
-    if (i0 < W) segv[i0] = v0;
+    if (i0 < W) {
+      segv[i0] = v0;
+      if constexpr (TWO) segk2[i0] = c2;
+    }
     SEG_T(7);
-    segk[i0] = warp_sort_best_first<CT, (TOPK_SEG_ROLLED > 0)>(c0, lane);
+    segk[i0] = warp_sort_best_first<CT>(c0, lane);
     SEG_T(8);
   }
   for (int ch = warp + nw; ch < nchunk; ch += nw) {
@@ -1322,12 +1359,13 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
     K c = CT::empty();
     if (i < W) {
       c = CT::ldcg(wk + i);
+      if constexpr (TWO) segk2[i] = CT::ldcg(wk2 + i);
       segv[i] = __ldcg(wv + i);
     }
-    segk[i] = warp_sort_best_first<CT, (TOPK_SEG_ROLLED > 0)>(c, lane);
+    segk[i] = warp_sort_best_first<CT>(c, lane);
   }
   if (MODE == TOPK_ONLINE) {
-    md = topk_block_md<C>(md, red_md);  // its barriers publish segk[], segv[]
+    md = topk_block_md<C>(md, red_md);  // its barriers publish segk[], segk2[], segv[]
   } else {
     __syncthreads();
   }
@@ -1372,20 +1410,34 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 
   // ---- 3. candidates: selected segments' elements not worse than tau -----
   {
-    // re-read unless every other element of the segment is below tau's value
-    // (always when tau is empty, W <= k, or a NaN)
+    // re-read unless every element of the segment but its two candidates is
+    // below tau's value (always when tau is empty, W <= k, or a NaN)
     const bool tau_val = CT::hi(tau) != 0;
     const C tv = tau_val ? CT::value(tau) : C(0);
     for (int t = tid; t < nsel; t += bd) {
       const int j = sel[t];
       if (tau_val && segv[j] < tv) {
-        inc[atomicAdd(&s_n, 1)] = selk[t];
+        if constexpr (TWO) {
+          const K c2t = segk2[j];
+          const bool two = !CT::better(tau, c2t);
+          const int pos = atomicAdd(&s_n, two ? 2 : 1);
+          inc[pos] = selk[t];
+          if (two) inc[pos + 1] = c2t;
+        } else {
+          inc[atomicAdd(&s_n, 1)] = selk[t];
+        }
       } else {
         rr[atomicAdd(&s_nrr, 1)] = j;
       }
     }
   }
   __syncthreads();
+#ifdef TOPK_SEG_RR_COUNT  // diagnostic: segments re-read and candidates taken without a re-read, by row
+  if (tid == 0) {
+    seg_rr[2 * r] = s_nrr;
+    seg_rr[2 * r + 1] = s_n;
+  }
+#endif
   const int spi = (int)sp;
   {
     const int P = s_nrr * spi;  // packs to re-read

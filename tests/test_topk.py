@@ -324,10 +324,39 @@ def test_seg_fit_unroll_rule(dev, monkeypatch):
             ("bfloat16", 2, False)} <= seen, seen
 
 
+def test_seg_two_rule():
+    """topk_seg keeps two candidates a segment (its TWO flag) exactly from
+    k = TOPK_SEG_TWO_MIN_K on, in every load form and mode; the names round-
+    trip through the load-form helper, and every seg name the dispatcher can
+    choose is in all_topk_kernels (both TWO forms among them)."""
+    two_k = _dispatch.TOPK_SEG_TWO_MIN_K
+    assert 2 <= two_k <= _dispatch.TOPK_SEG_KP_MAX
+    names = {n for _, n in _dispatch.all_topk_kernels(H100)}
+    seen = set()
+    for dt in ("float32", "bfloat16", "float64"):
+        for rows, L in ((1, 131072), (64, 128256), (64, 262144), (4096, 32000)):
+            for k in (2, two_k - 1, two_k, 50, 64):
+                for algo in ("auto", "unfused"):
+                    p = _dispatch.plan_topk(rows, L, k, dt, dt, H100, algo)
+                    if not p.kernel.startswith("topk_seg<"):
+                        continue
+                    args = p.kernel[len("topk_seg<"):-1].split(", ")
+                    two = len(args) > 6 and args[6] == "true"
+                    assert two == (k >= two_k), (rows, L, k, p.kernel)
+                    assert p.kernel in names and p.kernel in _dispatch._topk_load_forms(p.kernel)
+                    seen.add(two)
+    assert seen == {False, True}
+    assert _dispatch._topk_seg_name("float, float, TOPK_ONLINE, 4", False, False, True) == \
+        "topk_seg<float, float, TOPK_ONLINE, 4, false, false, true>"
+    assert _dispatch._topk_seg_name("float, float, TOPK_ONLINE, 4", True, False) == \
+        "topk_seg<float, float, TOPK_ONLINE, 4, true>"
+
+
 def _evict_first(p):
     """Whether a topk_seg / topk_csm plan's kernel reads evict-first (EF)."""
     args = p.kernel[p.kernel.index("<") + 1:-1].split(", ")
-    return args[-1] == "true" and len(args) == (6 if p.kernel.startswith("topk_seg<") else 3)
+    i = 5 if p.kernel.startswith("topk_seg<") else 2
+    return len(args) > i and args[i] == "true"
 
 
 @pytest.mark.parametrize("dev", [H100, A100], ids=["H100", "A100"])
@@ -444,7 +473,7 @@ def test_direct_launch_selection():
     prm = _topk._fast_params(p)
     assert p.plan.regime == "seg" and prm is not None and p.fptr == 1234
     wmax = _dispatch.TOPK_SEG_WCAP
-    assert p.ws_bytes == wmax * 8 + (wmax + 2 * p.plan.splits) * 4
+    assert p.ws_bytes == 2 * wmax * 8 + (wmax + 2 * p.plan.splits) * 4
     assert list(prm.vals)[7:] == [128256, 128256, 5, 8, p.plan.seg_packs, p.plan.seg_per_block, 2, 0]
     assert list(prm.vals)[:7] == [0] * 7  # pointers: filled per call
     p = prepared(8, 32768, 50)  # csm: (x, vals, idx, L, sx, k, packs a block, code, log), no workspace

@@ -1,5 +1,5 @@
 """A/B of topk_seg: kernels/_old_topk.cu (the previous commit's source, copied
-by hand) against kernels/topk.cu, same launch, alternating, CUDA events with
+by hand; its kernel named without the TWO flag) against kernels/topk.cu, same launch, alternating, CUDA events with
 the L2 flushed, median of 60 per round, 3 rounds.
     PYTHONPATH=.:tools python tools/ab_seg.py R,L,k ..."""
 import sys
@@ -7,9 +7,16 @@ import sys
 import numpy as np
 import cupy as cp
 
+from cusoftmax import _dispatch as D
 from cusoftmax._loader import expanded_source, COMPILE_OPTIONS
 from prof_seg import SegCase
 from tune import timeit
+
+
+def old_name(name):
+    """The kernel's name without the TWO flag (a source from before it)."""
+    a = name[len("topk_seg<"):-1].split(", ")
+    return D._topk_seg_name(", ".join(a[:4]), len(a) > 4 and a[4] == "true", len(a) > 5 and a[5] == "true")
 
 
 def main():
@@ -23,10 +30,11 @@ def main():
         outs = {}
         for rnd in range(3):
             for name in ("old", "new"):
-                mk = (name, pl.kernel)
+                kname = pl.kernel if name == "new" else old_name(pl.kernel)
+                mk = (name, kname)
                 if mk not in mods:
-                    mods[mk] = cp.RawModule(code=srcs[name], options=COMPILE_OPTIONS, name_expressions=[pl.kernel])
-                fn = mods[mk].get_function(pl.kernel)
+                    mods[mk] = cp.RawModule(code=srcs[name], options=COMPILE_OPTIONS, name_expressions=[kname])
+                fn = mods[mk].get_function(kname)
                 res[name].append(timeit(lambda: fn(pl.grid, pl.block, a), reps=60))
                 outs[name] = (cp.asnumpy(idx).copy(), cp.asnumpy(vals).copy())
         same = np.array_equal(outs["old"][0], outs["new"][0]) and np.array_equal(outs["old"][1], outs["new"][1])

@@ -5,7 +5,9 @@ chunk-sorted, 4 + ranks, 5 + candidates collected; full), each timed like the
 benchmark (CUDA events, L2 flushed, median of 30); "variants": the full
 kernel under each -D set instead (indices checked equal, 3 alternating
 rounds, min of the medians). Usage:
-    PYTHONPATH=.:tools python tools/prof_seg.py [variants] [threads] [R,L,k ...]"""
+    PYTHONPATH=.:tools python tools/prof_seg.py [variants -DNAME=V ...] [threads] [R,L,k ...]
+(SEG_SRC=name.cu times another source in kernels/.)"""
+import os
 import sys
 
 import numpy as np
@@ -31,9 +33,9 @@ class SegCase:
         self.vals = cp.empty((R, k), cp.float32)
         self.idx = cp.empty((R, k), cp.int64)
         wmax = D.TOPK_SEG_WCAP
-        self.wsk = cp.empty(R * wmax * 8, np.uint8)
+        self.wsk = cp.empty(2 * R * wmax * 8, np.uint8)  # maxima, then second candidates
         self.wsv = cp.empty(R * (wmax + 2 * pl.splits), np.float32)
-        self.cnt = cp.zeros(1024, np.uint32)
+        self.cnt = cp.zeros(max(1024, R), np.uint32)  # a counter a row
         self.args = (x.data.ptr, self.vals.data.ptr, self.idx.data.ptr, self.wsk.data.ptr, self.wsv.data.ptr,
                      self.wsv.data.ptr + R * wmax * 4, self.cnt.data.ptr, L, L, k, pl.kp, pl.seg_packs,
                      pl.seg_per_block, p.code, 0)
@@ -45,13 +47,15 @@ def main():
     variants = [()]
     if args and args[0] == "variants":  # the full kernel under each -D set
         args.pop(0)
-        variants = [(), ("-DTOPK_SEG_ROLLED=1",)]
+        variants = [()]
+        while args and args[0].startswith("-D"):  # each -D flag one variant
+            variants.append((args.pop(0),))
     if args and "," not in args[0]:
         D.TOPK_SEG_THREADS = int(args.pop(0))
     shapes = [tuple(int(v) for v in a.split(",")) for a in args] or [
         (1, 32768, 1), (1, 32768, 50), (1, 128256, 1), (1, 128256, 50), (8, 128256, 50),
         (64, 32768, 50), (64, 128256, 50), (64, 262144, 50), (263, 65536, 50)]
-    src = expanded_source("topk.cu")
+    src = expanded_source(os.environ.get("SEG_SRC", "topk.cu"))  # SEG_SRC: another kernels/ file (A/B)
     mods = {}
     for R, L, k in shapes:
         c = SegCase(R, L, k)
