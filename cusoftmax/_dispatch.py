@@ -2750,8 +2750,8 @@ TOPK_EVICT_FIRST_MAX_BYTES = 256 << 20
 #: (or two in one lane) are not worse than tau. H200 (nvidia-h200/kernels/
 #: seg_two.txt, tools/ab_seg.py, tools/seg_rereads.py): re-read segments a row
 #: 5.4 -> 0.75 on 64 x 128256 float32 k = 50, 5.9 -> 0.73 on 64 x 262144;
-#: 64 x 262144 k = 50 50.6 -> 44.9 us, 64 x 128256 k = 50 30.4 -> 29.3, k = 33
-#: 28.7 -> 27.7, 263 x 65536 k = 50 54.9 -> 52.0. Below k = 33 too few rows
+#: 64 x 262144 k = 50 50.5 -> 44.9 us, 64 x 128256 k = 50 30.4 -> 29.3, k = 33
+#: 28.7 -> 27.7, 263 x 65536 k = 50 54.9 -> 52.1. Below k = 33 too few rows
 #: re-read (k = 16: 0.64 segments a row) to pay for it: a first form with it
 #: on at every k took 64 x 128256 k = 5 from 25.8 to 27.4 us (this rule: 25.3).
 TOPK_SEG_TWO_MIN_K = 33
