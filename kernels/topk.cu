@@ -1410,8 +1410,9 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 
   // ---- 3. candidates: selected segments' elements not worse than tau -----
   {
-    // re-read unless every element of the segment but its two candidates is
-    // below tau's value (always when tau is empty, W <= k, or a NaN)
+    // re-read unless every element of the segment but its stored candidates
+    // (the best; TWO: and the second) is below tau's value (always when tau is
+    // empty, W <= k, or a NaN)
     const bool tau_val = CT::hi(tau) != 0;
     const C tv = tau_val ? CT::value(tau) : C(0);
     for (int t = tid; t < nsel; t += bd) {
