@@ -8,7 +8,7 @@ import numpy
 from . import _dispatch
 from ._arrays import (analyze_layout, as_cupy, check_algorithm, check_out, float_dtype_for,
                       out_dtype_for, normalize_axes)
-from ._launch import Launch, capture_guard, device_info, on_device
+from ._launch import Launch, capture_guard, device_info, folded_args, on_device
 
 __all__ = ["softmax", "log_softmax"]
 
@@ -152,9 +152,7 @@ def _prepare(x, axis, dtype, algorithm, log, out):
     p.offx, p.offy = ox * isz, oy * osz
     p.launch = Launch(plan, x.data.device_id)
     plan = p.launch.plan  # (its fallback where the GPU cannot run the plan's clusters)
-    if plan.fold > 1:  # dense slabs read as (L / fold, I x fold)
-        f = plan.fold
-        L, I, sxl, syl = L // f, I * f, I * f, I * f
+    L, I, sxl, syl = folded_args(plan, L, I, sxl, syl)  # dense slabs read as (L / fold, I x fold)
     p.args = (O, L, I, sxo, sxl, syo, syl)
     p.prm = p.launch.params((0, 0, O, L, I, sxo, sxl, syo, syl, plan.extra[0]))
     if p.prm is not None:

@@ -242,6 +242,15 @@ _coop_fn = None
 _COOP_TOO_LARGE = 720
 
 
+def folded_args(plan: LaunchPlan, L: int, I: int, sxl: int, syl: int) -> tuple:
+    """(L, I, sxl, syl) of a dense slab as ``plan`` reads it: (L / fold,
+    I x fold, unit-stride rows) where the plan folds, else unchanged."""
+    f = plan.fold
+    if f > 1:
+        return L // f, I * f, I * f, I * f
+    return L, I, sxl, syl
+
+
 def _coop_launch(fptr, gx, gy, gz, bx, by, bz, smem, stream, params) -> int:
     """cuLaunchCooperativeKernel (CuPy has no binding): every block of the
     grid resident at once, or the launch is refused. Returns the CUresult."""
@@ -410,9 +419,7 @@ class Launch:
             rc = _coop_launch(self.fptr, gx, gy, gz, bx, by, bz, sm, stream, prm.addr)
         if rc:
             fb = self._sync_refused(rc, f"shape (outer {O}, reduced {L}, inner {I})")
-            f = fb.plan.fold
-            if f > 1:  # (as _api: dense slabs read as (L / f, I x f))
-                L, I, sxl, syl = L // f, I * f, I * f, I * f
+            L, I, sxl, syl = folded_args(fb.plan, L, I, sxl, syl)
             fb.cols(xptr, yptr, O, L, I, sxo, sxl, syo, syl)
 
     def _cols_wide(self, xptr, yptr, L, I) -> None:

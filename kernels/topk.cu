@@ -194,6 +194,37 @@ CSM_DEVICE typename CT::type warp_sort_best_first(typename CT::type c, int lane)
   return c;
 }
 
+// The best of one candidate per lane, on every lane: for float compute (a
+// u64 key) two 32-bit warp max reductions on sm_80+ (the value key, then the
+// ~index among the lanes holding it), else shuffles.
+template <typename CT> CSM_DEVICE typename CT::type warp_best(typename CT::type c) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (sizeof(typename CT::type) == 8) {
+    const unsigned hi = (unsigned)(c >> 32);
+    const unsigned mh = __reduce_max_sync(TOPK_FULL, hi);
+    const unsigned ml = __reduce_max_sync(TOPK_FULL, hi == mh ? (unsigned)c : 0u);
+    return ((u64)mh << 32) | ml;
+  }
+#endif
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const typename CT::type t = CT::shfl_xor(c, o);
+    if (CT::better(t, c)) c = t;
+  }
+  return c;
+}
+
+// The largest of one value per lane (no NaN), on every lane: for float
+// compute one warp max reduction of the order key on sm_80+, else shuffles.
+template <typename CT> CSM_DEVICE typename CT::value_t warp_max_value(typename CT::value_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (sizeof(typename CT::type) == 8) return CT::key_value(__reduce_max_sync(TOPK_FULL, CT::key(v)));
+#endif
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = Num<typename CT::value_t>::max(v, shfl_xor(v, o));
+  return v;
+}
+
 // The k-th best (k <= 32) of one candidate per lane, on every lane.
 template <typename CT>
 CSM_DEVICE typename CT::type warp_kth_best(typename CT::type c, int k, int lane) {
@@ -647,11 +678,7 @@ topk_stream(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ 
     }
     if (n_in > 0) group_compact<CT>(top, n_in, KP, gt, gn, blk);
     if (kp == 1) {  // the warp's best is its list of one (warp lists: KP < 128)
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        const K b = CT::shfl_xor(best1, o);
-        if (CT::better(b, best1)) best1 = b;
-      }
+      best1 = warp_best<CT>(best1);
       if (lane == 0) top[0] = best1;
     }
     __syncthreads();
@@ -961,37 +988,6 @@ CSM_DEVICE void seg_batch_best(const typename CT::value_t* v, unsigned mask, i64
     }
     if (CT::hi(best) != 0) bv = CT::value(best);
   }
-}
-
-// The best of one candidate per lane, on every lane: for float compute (a
-// u64 key) two 32-bit warp max reductions on sm_80+ (the value key, then the
-// ~index among the lanes holding it), else shuffles.
-template <typename CT> CSM_DEVICE typename CT::type warp_best(typename CT::type c) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (sizeof(typename CT::type) == 8) {
-    const unsigned hi = (unsigned)(c >> 32);
-    const unsigned mh = __reduce_max_sync(TOPK_FULL, hi);
-    const unsigned ml = __reduce_max_sync(TOPK_FULL, hi == mh ? (unsigned)c : 0u);
-    return ((u64)mh << 32) | ml;
-  }
-#endif
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const typename CT::type t = CT::shfl_xor(c, o);
-    if (CT::better(t, c)) c = t;
-  }
-  return c;
-}
-
-// The largest of one value per lane (no NaN), on every lane: for float
-// compute one warp max reduction of the order key on sm_80+, else shuffles.
-template <typename CT> CSM_DEVICE typename CT::value_t warp_max_value(typename CT::value_t v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (sizeof(typename CT::type) == 8) return CT::key_value(__reduce_max_sync(TOPK_FULL, CT::key(v)));
-#endif
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = Num<typename CT::value_t>::max(v, shfl_xor(v, o));
-  return v;
 }
 
 // The end of a segment (the whole warp): its best candidate to *wk and to *wv
@@ -1304,11 +1300,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
       if (CT::better(c, b)) b = c;
     }
     for (i64 j = tid + bd; MODE == TOPK_ONLINE && j < S; j += bd) md = md_merge(md, seg_partial<C>(wsm, r, S, j));
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const K t = CT::shfl_xor(b, o);
-      if (CT::better(t, b)) b = t;
-    }
+    b = warp_best<CT>(b);
     if (lane == 0) segk[warp] = b;
     if (MODE == TOPK_ONLINE) {
       md = topk_block_md<C>(md, red_md);  // its barriers publish segk[]
@@ -1961,11 +1953,7 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 #pragma unroll
       for (int j = 1; j < G / 32; ++j)
         if (CT::better(gkey[tid + 32 * j], c)) c = gkey[tid + 32 * j];
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        const K t = CT::shfl_xor(c, o);
-        if (CT::better(t, c)) c = t;
-      }
+      c = warp_best<CT>(c);
       if (tid == 0) {
         md = mdp[0];
 #pragma unroll
