@@ -2755,6 +2755,20 @@ TOPK_EVICT_FIRST_MAX_BYTES = 256 << 20
 #: re-read (k = 16: 0.64 segments a row) to pay for it: a first form with it
 #: on at every k took 64 x 128256 k = 5 from 25.8 to 27.4 us (this rule: 25.3).
 TOPK_SEG_TWO_MIN_K = 33
+#: From k = 2 up to this k (TOPK_SEG_PICK_ONE_ROW_MAX_K for a single row),
+#: topk_seg's last block picks the k best segment maxima by warp argmaxes
+#: (its PICK flag: each warp its chunk of 32 maxima's k best, then one warp
+#: the row's k best of those, one argmax a rank) instead of sorting every
+#: chunk and ranking each maximum by binary searches in the others. Its cost
+#: grows with k (two argmax rounds a rank), the sort and searches' does not.
+#: H200 (nvidia-h200/kernels/seg_pick.txt run 3, the same launch with and
+#: without the flag): 64 x 128256 float32 k = 2 25.3 -> 20.9 us, k = 5 25.1 ->
+#: 22.5, k = 8 25.8 -> 23.6; 64 x 262144 k = 5 40.3 -> 37.2; 263 x 65536 k = 8
+#: 47.5 -> 45.0; 16 x 131072 k = 8 17.4 -> 16.2. One row gains less and loses
+#: from k = 6 on (1 x 128256 k = 5 10.5 -> 9.9, k = 6 10.0 -> 10.6, k = 8 9.9
+#: -> 11.1), hence the single row's lower bound.
+TOPK_SEG_PICK_MAX_K = 8
+TOPK_SEG_PICK_ONE_ROW_MAX_K = 5
 
 #: The row-on-chip few-rows regime (kernels/topk.cu, topk_csm): candidate
 #: lists up to this KP, TOPK_CSM_THREADS a block, clusters of these sizes
@@ -2909,10 +2923,16 @@ def topk_evict_first(rows: int, L: int, in_dtype: str) -> bool:
     return TOPK_EVICT_FIRST_MIN_BYTES <= n <= TOPK_EVICT_FIRST_MAX_BYTES
 
 
-def _topk_seg_name(head: str, pipe: bool, ef: bool, two: bool = False) -> str:
-    """``topk_seg<head, PIPE, EF, TWO>`` with its trailing defaulted (false)
-    flags left out."""
-    flags = [pipe, ef, two]
+def topk_seg_pick(rows: int, k: int) -> bool:
+    """Whether topk_seg's last block picks the k best segment maxima (its
+    PICK flag; see TOPK_SEG_PICK_MAX_K)."""
+    return 2 <= k <= (TOPK_SEG_PICK_MAX_K if rows > 1 else TOPK_SEG_PICK_ONE_ROW_MAX_K)
+
+
+def _topk_seg_name(head: str, pipe: bool, ef: bool, two: bool = False, pick: bool = False) -> str:
+    """``topk_seg<head, PIPE, EF, TWO, PICK>`` with its trailing defaulted
+    (false) flags left out."""
+    flags = [pipe, ef, two, pick]
     while flags and not flags[-1]:
         flags.pop()
     return f"topk_seg<{', '.join([head] + [str(f).lower() for f in flags])}>"
@@ -2986,7 +3006,8 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
             extra = dict(gather_kernel=gather, softmax_algorithm="safe") if mode == "select" else {}
             return TopKPlan("seg" if mode == "online" else "unfused",
                             _topk_seg_name(f"{T}, {C}, {_TOPK_MODE[mode]}, {unroll}", pipe,
-                                           topk_evict_first(rows, L, in_dtype), k >= TOPK_SEG_TWO_MIN_K),
+                                           topk_evict_first(rows, L, in_dtype), k >= TOPK_SEG_TWO_MIN_K,
+                                           topk_seg_pick(rows, k)),
                             grid, (threads,),
                             0, kp, 0, False, grid[0], 0, sp, spb, cdt, cb, **extra)
 
@@ -3053,25 +3074,29 @@ def all_topk_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                     p = plan_topk(rows, L, 64, ti, to, dev, "auto")
                     for name in p.kernels():
                         found[(p.source, name)] = None
-    # seg and csm in both load forms (EF: the array's size alone decides it; seg's TWO: k alone)
+    # seg and csm in both load forms (EF: the array's size alone decides it;
+    # seg's tail, plain / TWO / PICK: k alone)
     for src, name in list(found):
         forms = _topk_load_forms(name)
         if name.startswith("topk_seg<"):
-            forms = _topk_load_forms(name, False) + _topk_load_forms(name, True)
+            forms = (_topk_load_forms(name, False, False) + _topk_load_forms(name, True, False)
+                     + _topk_load_forms(name, False, True))
         for other in forms:
             found[(src, other)] = None
     return list(found)
 
 
-def _topk_load_forms(name: str, two: Optional[bool] = None) -> tuple:
+def _topk_load_forms(name: str, two: Optional[bool] = None, pick: Optional[bool] = None) -> tuple:
     """Both load forms (EF off / on) of a topk_seg or topk_csm name; () else.
-    ``two=None`` keeps a topk_seg name's TWO flag, True / False sets it."""
+    ``two`` / ``pick`` None keeps a topk_seg name's TWO / PICK flag, True /
+    False sets it."""
     kind, args = name[:-1].split("<", 1)
     a = args.split(", ")
     if kind == "topk_seg":
         head, pipe = ", ".join(a[:4]), len(a) > 4 and a[4] == "true"
         two = (len(a) > 6 and a[6] == "true") if two is None else two
-        return _topk_seg_name(head, pipe, False, two), _topk_seg_name(head, pipe, True, two)
+        pick = (len(a) > 7 and a[7] == "true") if pick is None else pick
+        return _topk_seg_name(head, pipe, False, two, pick), _topk_seg_name(head, pipe, True, two, pick)
     if kind == "topk_csm":
         return f"topk_csm<{', '.join(a[:2])}>", f"topk_csm<{', '.join(a[:2] + ['true'])}>"
     return ()

@@ -1071,6 +1071,8 @@ template <> struct SegMinBlocks<double> { enum { value = 2 }; };
 #define TOPK_SEG_RANK_MAX 256
 #define TOPK_SEG_INC 2048
 #define TOPK_SEG_KP_MAX 64
+// PICK's largest k (the dispatcher's TOPK_SEG_PICK_MAX_K at most)
+#define TOPK_SEG_PICK_KMAX 8
 #ifndef TOPK_SEG_REREAD_ELEMS
 #define TOPK_SEG_REREAD_ELEMS 16
 #endif
@@ -1113,6 +1115,25 @@ __device__ unsigned long long seg_trace[64 * 32 * 16];
 __device__ int seg_rr[2 * 65536];
 #endif
 
+// A chunk of 32 segment maxima (a key a lane) for the last block's ranking:
+// PICK, its k best, best first, in lanes 0 .. k - 1 (the other lanes empty),
+// by k warp argmaxes; else sorted, best first.
+template <typename CT, bool PICK>
+CSM_DEVICE typename CT::type seg_chunk_order(typename CT::type c, int lane, i64 k) {
+  typedef typename CT::type K;
+  if constexpr (PICK) {
+    K mine = CT::empty();
+    for (int t = 0; t < (int)k; ++t) {
+      const K b = warp_best<CT>(c);
+      if (lane == t) mine = b;
+      if (CT::same(c, b)) c = CT::empty();
+    }
+    return mine;
+  } else {
+    return warp_sort_best_first<CT>(c, lane);
+  }
+}
+
 // topk_seg's stream loads: evict-first in L2 (EF, load_pack_once) or plain.
 template <typename T, int PACK, bool EF> CSM_DEVICE Pack<T, PACK> seg_load(const T* p, u64 pol) {
   if constexpr (EF) {
@@ -1122,7 +1143,8 @@ template <typename T, int PACK, bool EF> CSM_DEVICE Pack<T, PACK> seg_load(const
   }
 }
 
-template <typename T, typename C, int MODE, int UNROLL, bool PIPE = false, bool EF = false, bool TWO = false>
+template <typename T, typename C, int MODE, int UNROLL, bool PIPE = false, bool EF = false, bool TWO = false,
+          bool PICK = false>
 __global__ void __launch_bounds__(TOPK_SEG_THREADS, SegMinBlocks<C>::value)
 topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx,
          typename Cand<C>::type* __restrict__ wsk, C* __restrict__ wsv, C* __restrict__ wsm,
@@ -1136,6 +1158,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   constexpr int RU = (TOPK_SEG_REREAD_ELEMS / (int)sizeof(C) * 4 / PACK) > 0
                          ? (TOPK_SEG_REREAD_ELEMS / (int)sizeof(C) * 4 / PACK) : 1;
   constexpr int NCH = TOPK_SEG_WMAX / 32;  // chunks of 32 maxima
+  static_assert(!(TWO && PICK), "TWO and PICK are separate tails");
   __shared__ K segk[TOPK_SEG_WMAX];  // chunk-sorted segment maxima
   __shared__ K segk2[TWO ? TOPK_SEG_WMAX : 1];  // second candidates by segment (TWO)
   __shared__ C segv[TOPK_SEG_WMAX];  // `second` by segment
@@ -1343,7 +1366,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
       if constexpr (TWO) segk2[i0] = c2;
     }
     SEG_T(7);
-    segk[i0] = warp_sort_best_first<CT>(c0, lane);
+    segk[i0] = seg_chunk_order<CT, PICK>(c0, lane, k);
     SEG_T(8);
   }
   for (int ch = warp + nw; ch < nchunk; ch += nw) {
@@ -1354,7 +1377,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
       if constexpr (TWO) segk2[i] = CT::ldcg(wk2 + i);
       segv[i] = __ldcg(wv + i);
     }
-    segk[i] = warp_sort_best_first<CT>(c, lane);
+    segk[i] = seg_chunk_order<CT, PICK>(c, lane, k);
   }
   if (MODE == TOPK_ONLINE) {
     md = topk_block_md<C>(md, red_md);  // its barriers publish segk[], segk2[], segv[]
@@ -1364,35 +1387,65 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   SEG_T(3);
   TOPK_SEG_STOP_AT(3, md.d == C(-1) || CT::hi(segk[tid % TOPK_SEG_WMAX]) == 7u || segv[tid % TOPK_SEG_WMAX] == C(-7));
   const int nsel = (int)min((i64)W, k);
-  for (int i = tid; i < nchunk * 32; i += bd) {
-    const K c = segk[i];
-    if (!CT::same(c, CT::empty())) {
-      const int a = i >> 5;
-      // binary searches in the other chunks, interleaved (independent loads)
-      int lo[NCH];
+  if constexpr (PICK) {
+    // warp 0 takes the row's nsel best of the chunks' k best (candidate q =
+    // chunk q / k, place q % k), one warp argmax a rank
+    if (warp == 0) {
+      constexpr int QU = (NCH * TOPK_SEG_PICK_KMAX + 31) / 32;  // a lane's candidates
+      const int nq = nchunk * (int)k;
+      K a[QU];
 #pragma unroll
-      for (int b = 0; b < NCH; ++b) lo[b] = 0;
+      for (int u = 0; u < QU; ++u) {
+        const int q = u * 32 + lane;
+        a[u] = q < nq ? segk[(q / (int)k) * 32 + q % (int)k] : CT::empty();
+      }
+      for (int t = 0; t < nsel; ++t) {
+        K lb = a[0];
 #pragma unroll
-      for (int step = 16; step > 0; step >>= 1) {
+        for (int u = 1; u < QU; ++u)
+          if (CT::better(a[u], lb)) lb = a[u];
+        const K b = warp_best<CT>(lb);
+#pragma unroll
+        for (int u = 0; u < QU; ++u)
+          if (CT::same(a[u], b)) a[u] = CT::empty();
+        if (lane == 0) {
+          sel[t] = (int)((CT::index(b) + mis) / PACK / sp);
+          selk[t] = b;
+          if (W > k && t == k - 1) s_tau = b;
+        }
+      }
+    }
+  } else {
+    for (int i = tid; i < nchunk * 32; i += bd) {
+      const K c = segk[i];
+      if (!CT::same(c, CT::empty())) {
+        const int a = i >> 5;
+        // binary searches in the other chunks, interleaved (independent loads)
+        int lo[NCH];
+#pragma unroll
+        for (int b = 0; b < NCH; ++b) lo[b] = 0;
+#pragma unroll
+        for (int step = 16; step > 0; step >>= 1) {
+#pragma unroll
+          for (int b = 0; b < NCH; ++b)
+            if (b < nchunk && CT::better(segk[b * 32 + lo[b] + step - 1], c)) lo[b] += step;
+        }
+        // the steps reach 31 at most: a chunk all better than c counts 32 (else
+        // two maxima share a rank and a selected segment is lost: rows whose
+        // segment maxima fall along the row, k > 32)
 #pragma unroll
         for (int b = 0; b < NCH; ++b)
-          if (b < nchunk && CT::better(segk[b * 32 + lo[b] + step - 1], c)) lo[b] += step;
-      }
-      // the steps reach 31 at most: a chunk all better than c counts 32 (else
-      // two maxima share a rank and a selected segment is lost: rows whose
-      // segment maxima fall along the row, k > 32)
+          if (b < nchunk && CT::better(segk[b * 32 + lo[b]], c)) lo[b] += 1;
+        int rank = i & 31;
 #pragma unroll
-      for (int b = 0; b < NCH; ++b)
-        if (b < nchunk && CT::better(segk[b * 32 + lo[b]], c)) lo[b] += 1;
-      int rank = i & 31;
-#pragma unroll
-      for (int b = 0; b < NCH; ++b)
-        if (b != a) rank += lo[b];
-      if (rank < nsel) {
-        sel[rank] = (int)((CT::index(c) + mis) / PACK / sp);
-        selk[rank] = c;
+        for (int b = 0; b < NCH; ++b)
+          if (b != a) rank += lo[b];
+        if (rank < nsel) {
+          sel[rank] = (int)((CT::index(c) + mis) / PACK / sp);
+          selk[rank] = c;
+        }
+        if (W > k && rank == k - 1) s_tau = c;
       }
-      if (W > k && rank == k - 1) s_tau = c;
     }
   }
   __syncthreads();

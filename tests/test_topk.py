@@ -352,6 +352,37 @@ def test_seg_two_rule():
         "topk_seg<float, float, TOPK_ONLINE, 4, true>"
 
 
+def test_seg_pick_rule():
+    """topk_seg's last block picks the k best segment maxima by warp argmaxes
+    (its PICK flag) exactly for 2 <= k <= TOPK_SEG_PICK_MAX_K (a single row:
+    TOPK_SEG_PICK_ONE_ROW_MAX_K), never with TWO,
+    in every load form and mode; every such name is in all_topk_kernels and
+    the names round-trip through the load-form helper."""
+    pick_k, one_k = _dispatch.TOPK_SEG_PICK_MAX_K, _dispatch.TOPK_SEG_PICK_ONE_ROW_MAX_K
+    assert 2 <= one_k <= pick_k < _dispatch.TOPK_SEG_TWO_MIN_K
+    names = {n for _, n in _dispatch.all_topk_kernels(H100)}
+    seen = set()
+    for dt in ("float32", "bfloat16", "float64"):
+        for rows, L in ((1, 131072), (64, 128256), (64, 262144), (263, 65536)):
+            for k in (1, 2, one_k, one_k + 1, pick_k, pick_k + 1, 50):
+                for algo in ("auto", "unfused"):
+                    p = _dispatch.plan_topk(rows, L, k, dt, dt, H100, algo)
+                    if not p.kernel.startswith("topk_seg<"):
+                        continue
+                    args = p.kernel[len("topk_seg<"):-1].split(", ")
+                    pick = len(args) > 7 and args[7] == "true"
+                    two = len(args) > 6 and args[6] == "true"
+                    assert pick == (2 <= k <= (pick_k if rows > 1 else one_k)), (rows, L, k, p.kernel)
+                    assert not (pick and two)
+                    assert p.kernel in names and p.kernel in _dispatch._topk_load_forms(p.kernel)
+                    seen.add(pick)
+    assert seen == {False, True}
+    assert _dispatch._topk_seg_name("float, float, TOPK_ONLINE, 4", False, True, False, True) == \
+        "topk_seg<float, float, TOPK_ONLINE, 4, false, true, false, true>"
+    assert _dispatch._topk_load_forms("topk_seg<float, float, TOPK_ONLINE, 4, false, true, false, true>", True,
+                                      False)[1] == "topk_seg<float, float, TOPK_ONLINE, 4, false, true, true>"
+
+
 def _evict_first(p):
     """Whether a topk_seg / topk_csm plan's kernel reads evict-first (EF)."""
     args = p.kernel[p.kernel.index("<") + 1:-1].split(", ")
@@ -439,6 +470,7 @@ def test_seg_constants_match_kernel():
     assert _dispatch.TOPK_SEG_THREADS <= define("TOPK_SEG_THREADS")
     assert _dispatch.TOPK_SEG_WCAP == define("TOPK_SEG_WMAX") and _dispatch.TOPK_SEG_WMAX <= _dispatch.TOPK_SEG_WCAP
     assert _dispatch.TOPK_SEG_KP_MAX == define("TOPK_SEG_KP_MAX")
+    assert _dispatch.TOPK_SEG_PICK_MAX_K <= define("TOPK_SEG_PICK_KMAX")  # the PICK tail's slots
     assert (define("TOPK_SEG_RANK_MAX"), define("TOPK_SEG_INC")) == (256, 2048)  # test_seg_regime's paths
     assert _dispatch.TOPK_CSM_THREADS == define("TOPK_CSM_THREADS")
     assert _dispatch.TOPK_CSM_KP_MAX == define("TOPK_CSM_KP_MAX")
