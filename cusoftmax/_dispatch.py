@@ -2761,12 +2761,12 @@ TOPK_SEG_TWO_MIN_K = 33
 #: the row's k best of those, one argmax a rank) instead of sorting every
 #: chunk and ranking each maximum by binary searches in the others. Its cost
 #: grows with k (two argmax rounds a rank), the sort and searches' does not.
-#: H200 (nvidia-h200/kernels/seg_pick.txt run 3, the same launch with and
-#: without the flag): 64 x 128256 float32 k = 2 25.3 -> 20.9 us, k = 5 25.1 ->
-#: 22.5, k = 8 25.8 -> 23.6; 64 x 262144 k = 5 40.3 -> 37.2; 263 x 65536 k = 8
-#: 47.5 -> 45.0; 16 x 131072 k = 8 17.4 -> 16.2. One row gains less and loses
-#: from k = 6 on (1 x 128256 k = 5 10.5 -> 9.9, k = 6 10.0 -> 10.6, k = 8 9.9
-#: -> 11.1), hence the single row's lower bound.
+#: H200 (nvidia-h200/kernels/seg_pick.txt run 5, tools/ab_seg_pick.py: the
+#: same launch with and without the flag): 64 x 128256 float32 k = 2 25.3 ->
+#: 20.9 us, k = 5 25.1 -> 22.5, k = 8 25.8 -> 23.6; 64 x 262144 k = 5 40.3 ->
+#: 37.2; 263 x 65536 k = 8 47.5 -> 45.0; 16 x 131072 k = 8 17.4 -> 16.2. One
+#: row gains less and loses from k = 6 on (1 x 128256 k = 5 10.5 -> 9.9, k = 6
+#: 10.0 -> 10.6, k = 8 9.9 -> 11.1), hence its smaller limit.
 TOPK_SEG_PICK_MAX_K = 8
 TOPK_SEG_PICK_ONE_ROW_MAX_K = 5
 

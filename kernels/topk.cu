@@ -1035,7 +1035,10 @@ CSM_DEVICE void seg_end(typename CT::type best, typename CT::value_t v1, typenam
 //   1. merges the S (m, d) partials;
 //   2. ranks the W segment maxima (each warp sorts 32 of them through
 //      shuffles; a rank is the position in its own chunk plus a binary search
-//      in each other chunk). The segments whose best is among the k best are
+//      in each other chunk; PICK, small k: each warp takes its chunk's k best
+//      by k warp argmaxes, then warp 0 the row's k best of those, one argmax
+//      a rank: a maximum among the row's k best is among its chunk's k
+//      best). The segments whose best is among the k best are
 //      "selected", and tau = the k-th best segment maximum (when W > k). The
 //      k selected maxima are k distinct elements not worse than tau, so the
 //      row's k-th best is not worse than tau, and each of the row's top k
@@ -1055,6 +1058,8 @@ CSM_DEVICE void seg_end(typename CT::type best, typename CT::value_t v1, typenam
 // TWO is the dispatcher's choice for larger k, where that happens in most
 // rows. For k = 1 the last block takes the best of the W segment maxima
 // (each is its segment's best key) and skips 2-4.
+// PICK is the dispatcher's choice for small k (its cost grows with k, the
+// sort and searches' does not); TWO and PICK are never set together.
 // MODE: TOPK_ONLINE or TOPK_SELECT. PIPE: step 1 as a software pipeline over
 // all the warp's batches (the next batch's packs loaded, raw, before the
 // current one is reduced; for UNROLL below the batch of TOPK_SEG_BATCH_ELEMS,
