@@ -853,6 +853,39 @@ def test_seg_rank_full_chunks(dtype, no_csm):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
+def test_seg_pick_chunks(dtype, no_csm):
+    """topk_seg's PICK tail (2 <= k <= TOPK_SEG_PICK_MAX_K): each chunk of 32
+    segment maxima gives its k best and one warp takes the row's k best of
+    those. Rows whose top k all lie in one chunk (segment maxima falling or
+    rising along the row), with a second candidate a segment (re-read), with
+    maxima tied in threes (the lower index first); 225 segments, so the last
+    chunk holds one maximum; several rows and each row alone."""
+    dev = _device()
+    L = 114716  # 225 segments in every dtype here (7 full chunks and one of 1)
+    pack = 16 // np_dtype(dtype).itemsize
+    for R in (4, 1):
+        for k in sorted({2, _dispatch.TOPK_SEG_PICK_ONE_ROW_MAX_K, _dispatch.TOPK_SEG_PICK_MAX_K}):
+            p = _dispatch.plan_topk(R, L, k, dtype, dtype, dev)
+            assert p.regime == "seg", p
+            args = p.kernel[len("topk_seg<"):-1].split(", ")
+            assert (len(args) > 7 and args[7] == "true") == _dispatch.topk_seg_pick(R, k), p.kernel
+            seg = p.seg_packs * pack
+            nseg = -(-L // seg)
+            assert nseg % 32 == 1, nseg
+            a = np.full((4, L), -1.0e4)
+            starts = np.arange(nseg) * seg
+            a[:, starts] = -np.arange(nseg, dtype=np.float64)  # falling: the top k in the first chunk
+            a[1, starts + 1] = -np.arange(nseg) - 0.5  # and a second candidate a segment
+            a[2] = a[2, ::-1]  # rising: the top k in the last chunks
+            a[3, starts] = -(np.arange(nseg) // 3)  # maxima tied in threes
+            for x in ([to_gpu(a, dtype)] if R == 4 else [to_gpu(a[i:i + 1], dtype) for i in range(4)]):
+                check(x, k)
+                check(x, k, log=True)
+                check(x, k, algorithm="unfused")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
 def test_seg_pipelined_stream(dtype, no_csm):
     """topk_seg's pipelined stream (PIPE, the halved unroll of short
     segments): one and several segments a warp, a segment ending mid-batch,
