@@ -2618,9 +2618,10 @@ def all_backward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
 #            KP >= TOPK_SEG_MANY_MIN_KP and longer segments, on many: one
 #            launch (topk_seg). Blocks stream segments of the
 #            row keeping (m, d) and each segment's best candidate; the row's
-#            last block ranks the segment maxima, re-reads the k best segments
-#            (from L2) and selects the top k among their elements that are not
-#            worse than the k-th best maximum. One read of x from DRAM.
+#            last block ranks the segment maxima (small k: picks the k best,
+#            topk_seg_pick), re-reads the k best segments (from L2) and
+#            selects the top k among their elements that are not worse than
+#            the k-th best maximum. One read of x from DRAM.
 # seg, csm   read x evict-first in L2 (TOPK_EVICT_FIRST_MIN_BYTES ..
 #            TOPK_EVICT_FIRST_MAX_BYTES arrays).
 # split      few long rows (rows < TOPK_SPLIT_ROWS_PER_SM x SMs and
