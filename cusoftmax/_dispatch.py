@@ -2939,6 +2939,15 @@ def _topk_seg_name(head: str, pipe: bool, ef: bool, two: bool = False, pick: boo
     return f"topk_seg<{', '.join([head] + [str(f).lower() for f in flags])}>"
 
 
+def topk_seg_flags(name: str) -> tuple:
+    """``(head, flags)`` of a topk_seg name, the inverse of _topk_seg_name:
+    its first four template arguments and a dict of its PIPE / EF / TWO /
+    PICK flags by lower-case name (a left-out flag is false)."""
+    a = name[len("topk_seg<"):-1].split(", ")
+    flags = {f: len(a) > 4 + i and a[4 + i] == "true" for i, f in enumerate(("pipe", "ef", "two", "pick"))}
+    return ", ".join(a[:4]), flags
+
+
 def topk_aux_grid(n: int, dev: DeviceInfo) -> tuple:
     """Grid of the grid-stride helper kernels (gather, sort keys) for n items."""
     return (max(1, min(_cdiv(n, TOPK_AUX_THREADS), TOPK_AUX_BLOCKS_PER_SM * dev.sm_count)),)
@@ -3094,10 +3103,11 @@ def _topk_load_forms(name: str, two: Optional[bool] = None, pick: Optional[bool]
     kind, args = name[:-1].split("<", 1)
     a = args.split(", ")
     if kind == "topk_seg":
-        head, pipe = ", ".join(a[:4]), len(a) > 4 and a[4] == "true"
-        two = (len(a) > 6 and a[6] == "true") if two is None else two
-        pick = (len(a) > 7 and a[7] == "true") if pick is None else pick
-        return _topk_seg_name(head, pipe, False, two, pick), _topk_seg_name(head, pipe, True, two, pick)
+        head, f = topk_seg_flags(name)
+        two = f["two"] if two is None else two
+        pick = f["pick"] if pick is None else pick
+        return (_topk_seg_name(head, f["pipe"], False, two, pick),
+                _topk_seg_name(head, f["pipe"], True, two, pick))
     if kind == "topk_csm":
         return f"topk_csm<{', '.join(a[:2])}>", f"topk_csm<{', '.join(a[:2] + ['true'])}>"
     return ()

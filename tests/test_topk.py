@@ -287,8 +287,8 @@ def test_seg_many_rows_segments(dev):
 
 def _seg_unroll(p):
     """(unroll, pipe) of a topk_seg plan's kernel name."""
-    args = p.kernel[len("topk_seg<"):-1].split(", ")
-    return int(args[3]), len(args) > 4 and args[4] == "true"
+    head, flags = _dispatch.topk_seg_flags(p.kernel)
+    return int(head.split(", ")[3]), flags["pipe"]
 
 
 @pytest.mark.parametrize("dev", [H100, A100], ids=["H100", "A100"])
@@ -324,6 +324,22 @@ def test_seg_fit_unroll_rule(dev, monkeypatch):
             ("bfloat16", 2, False)} <= seen, seen
 
 
+def _seg_rule_plans(shapes, ks):
+    """(rows, k, plan, flags) of every topk_seg plan the dispatcher makes
+    for float32 / bfloat16 / float64, ``shapes`` (rows, L), ``ks``, auto and
+    unfused (flags: topk_seg_flags); each name is checked to be in
+    all_topk_kernels and to round-trip through the load-form helper."""
+    names = {n for _, n in _dispatch.all_topk_kernels(H100)}
+    for dt in ("float32", "bfloat16", "float64"):
+        for rows, L in shapes:
+            for k in ks:
+                for algo in ("auto", "unfused"):
+                    p = _dispatch.plan_topk(rows, L, k, dt, dt, H100, algo)
+                    if p.kernel.startswith("topk_seg<"):
+                        assert p.kernel in names and p.kernel in _dispatch._topk_load_forms(p.kernel)
+                        yield rows, k, p, _dispatch.topk_seg_flags(p.kernel)[1]
+
+
 def test_seg_two_rule():
     """topk_seg keeps two candidates a segment (its TWO flag) exactly from
     k = TOPK_SEG_TWO_MIN_K on, in every load form and mode; the names round-
@@ -331,20 +347,11 @@ def test_seg_two_rule():
     choose is in all_topk_kernels (both TWO forms among them)."""
     two_k = _dispatch.TOPK_SEG_TWO_MIN_K
     assert 2 <= two_k <= _dispatch.TOPK_SEG_KP_MAX
-    names = {n for _, n in _dispatch.all_topk_kernels(H100)}
     seen = set()
-    for dt in ("float32", "bfloat16", "float64"):
-        for rows, L in ((1, 131072), (64, 128256), (64, 262144), (4096, 32000)):
-            for k in (2, two_k - 1, two_k, 50, 64):
-                for algo in ("auto", "unfused"):
-                    p = _dispatch.plan_topk(rows, L, k, dt, dt, H100, algo)
-                    if not p.kernel.startswith("topk_seg<"):
-                        continue
-                    args = p.kernel[len("topk_seg<"):-1].split(", ")
-                    two = len(args) > 6 and args[6] == "true"
-                    assert two == (k >= two_k), (rows, L, k, p.kernel)
-                    assert p.kernel in names and p.kernel in _dispatch._topk_load_forms(p.kernel)
-                    seen.add(two)
+    for rows, k, p, f in _seg_rule_plans(((1, 131072), (64, 128256), (64, 262144), (4096, 32000)),
+                                         (2, two_k - 1, two_k, 50, 64)):
+        assert f["two"] == (k >= two_k), (rows, k, p.kernel)
+        seen.add(f["two"])
     assert seen == {False, True}
     assert _dispatch._topk_seg_name("float, float, TOPK_ONLINE, 4", False, False, True) == \
         "topk_seg<float, float, TOPK_ONLINE, 4, false, false, true>"
@@ -360,22 +367,12 @@ def test_seg_pick_rule():
     the names round-trip through the load-form helper."""
     pick_k, one_k = _dispatch.TOPK_SEG_PICK_MAX_K, _dispatch.TOPK_SEG_PICK_ONE_ROW_MAX_K
     assert 2 <= one_k <= pick_k < _dispatch.TOPK_SEG_TWO_MIN_K
-    names = {n for _, n in _dispatch.all_topk_kernels(H100)}
     seen = set()
-    for dt in ("float32", "bfloat16", "float64"):
-        for rows, L in ((1, 131072), (64, 128256), (64, 262144), (263, 65536)):
-            for k in (1, 2, one_k, one_k + 1, pick_k, pick_k + 1, 50):
-                for algo in ("auto", "unfused"):
-                    p = _dispatch.plan_topk(rows, L, k, dt, dt, H100, algo)
-                    if not p.kernel.startswith("topk_seg<"):
-                        continue
-                    args = p.kernel[len("topk_seg<"):-1].split(", ")
-                    pick = len(args) > 7 and args[7] == "true"
-                    two = len(args) > 6 and args[6] == "true"
-                    assert pick == (2 <= k <= (pick_k if rows > 1 else one_k)), (rows, L, k, p.kernel)
-                    assert not (pick and two)
-                    assert p.kernel in names and p.kernel in _dispatch._topk_load_forms(p.kernel)
-                    seen.add(pick)
+    for rows, k, p, f in _seg_rule_plans(((1, 131072), (64, 128256), (64, 262144), (263, 65536)),
+                                         (1, 2, one_k, one_k + 1, pick_k, pick_k + 1, 50)):
+        assert f["pick"] == (2 <= k <= (pick_k if rows > 1 else one_k)), (rows, k, p.kernel)
+        assert not (f["pick"] and f["two"])
+        seen.add(f["pick"])
     assert seen == {False, True}
     assert _dispatch._topk_seg_name("float, float, TOPK_ONLINE, 4", False, True, False, True) == \
         "topk_seg<float, float, TOPK_ONLINE, 4, false, true, false, true>"
@@ -867,8 +864,7 @@ def test_seg_pick_chunks(dtype, no_csm):
         for k in sorted({2, _dispatch.TOPK_SEG_PICK_ONE_ROW_MAX_K, _dispatch.TOPK_SEG_PICK_MAX_K}):
             p = _dispatch.plan_topk(R, L, k, dtype, dtype, dev)
             assert p.regime == "seg", p
-            args = p.kernel[len("topk_seg<"):-1].split(", ")
-            assert (len(args) > 7 and args[7] == "true") == _dispatch.topk_seg_pick(R, k), p.kernel
+            assert _dispatch.topk_seg_flags(p.kernel)[1]["pick"] == _dispatch.topk_seg_pick(R, k), p.kernel
             seg = p.seg_packs * pack
             nseg = -(-L // seg)
             assert nseg % 32 == 1, nseg

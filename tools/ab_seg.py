@@ -14,9 +14,9 @@ from tune import timeit
 
 
 def old_name(name):
-    """The kernel's name without the TWO flag (a source from before it)."""
-    a = name[len("topk_seg<"):-1].split(", ")
-    return D._topk_seg_name(", ".join(a[:4]), len(a) > 4 and a[4] == "true", len(a) > 5 and a[5] == "true")
+    """The kernel's name without the TWO / PICK flags (a source from before them)."""
+    head, f = D.topk_seg_flags(name)
+    return D._topk_seg_name(head, f["pipe"], f["ef"])
 
 
 def main():

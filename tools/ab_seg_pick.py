@@ -26,14 +26,11 @@ def main():
             print(f"{R:>4}x{L:<7} k={k:<3} not seg: skipped", flush=True)
             continue
         pl, a, idx, vals = c.plan, c.args, c.idx, c.vals
-        arg = pl.kernel[len("topk_seg<"):-1].split(", ")
-        pick = len(arg) > 7 and arg[7] == "true"
+        head, f = D.topk_seg_flags(pl.kernel)
+        pick = f["pick"]
         names = {"pick" if pick else "plain": pl.kernel}
-        if pick:
-            names["plain"] = D._topk_seg_name(", ".join(arg[:4]), arg[4] == "true", arg[5] == "true", False, False)
-        elif 2 <= k <= PICK_KMAX and not (len(arg) > 6 and arg[6] == "true"):
-            names["pick"] = D._topk_seg_name(", ".join(arg[:4]), len(arg) > 4 and arg[4] == "true",
-                                              len(arg) > 5 and arg[5] == "true", False, True)
+        if pick or (2 <= k <= PICK_KMAX and not f["two"]):
+            names["plain" if pick else "pick"] = D._topk_seg_name(head, f["pipe"], f["ef"], False, not pick)
         fns = {n: cp.RawModule(code=src, options=COMPILE_OPTIONS, name_expressions=[kn]).get_function(kn)
                for n, kn in names.items()}
         res = {n: [] for n in fns}

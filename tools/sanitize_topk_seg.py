@@ -51,10 +51,9 @@ for R, L, ks in ((16, 8192, (1, 5, 17)), (300, 32000, (33, 50))):
             for k in ks:
                 name = np.dtype(dt).name
                 p = _dispatch.plan_topk(R, L, k, name, name, dev)
-                args = p.kernel[:-1].split(", ")
-                pipe = len(args) > 4 and args[4] == "true"
-                if not p.kernel.startswith("topk_seg<") or (_dispatch.TOPK_SEG_PIPE and _dispatch.TOPK_SEG_FIT_UNROLL
-                                                             and not pipe):
+                seg = p.kernel.startswith("topk_seg<")
+                pipe = seg and _dispatch.topk_seg_flags(p.kernel)[1]["pipe"]
+                if not seg or (_dispatch.TOPK_SEG_PIPE and _dispatch.TOPK_SEG_FIT_UNROLL and not pipe):
                     continue  # not a pipelined plan (e.g. float64's whole-batch many-row segments)
                 got = cusoftmax.softmax_topk(x, k, log=k == 5)
                 ref = reference.softmax_topk(x, k, log=k == 5)
