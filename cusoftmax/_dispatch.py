@@ -2605,7 +2605,7 @@ def all_backward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
 #            (m, d) and top-k candidates in the same pass): the default
 # csm        sm_90, float compute, KP <= TOPK_CSM_KP_MAX, few rows (rows x
 #            cluster <= SMs): a cluster of 1-8 blocks per row holds the row in
-#            shared memory (bulk copies), so the selection after the one read
+#            shared memory (16-byte loads), so the selection after the one read
 #            runs on chip, exchanging through distributed shared memory
 #            (st.async counted on mbarriers) instead of a last-block election
 #            (topk_csm). Rows up to TOPK_CSM_ALL_K_ROW_BYTES for every k (from

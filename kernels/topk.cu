@@ -24,7 +24,7 @@
 //                   not worse than the k-th best maximum (see the kernel).
 //   topk_csm        few rows, k <= 64, float compute, in one launch (sm_90): a
 //                   cluster of 1-8 blocks per row holds the row in shared
-//                   memory (bulk copies), ranks the row's group maxima for a
+//                   memory (16-byte loads), ranks the row's group maxima for a
 //                   bound tau, collects the elements not worse than tau in
 //                   block 0 and ranks them there (see the kernel).
 //   topk_merge      merges the splits' partials of a row: (m, d) pairs with the
@@ -1599,8 +1599,9 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 // read once from DRAM and staged on chip: one thread-block cluster of CS
 // blocks per row (grid (CS, rows); the dispatcher picks it on sm_90 only),
 // block b holding packs [b * ppb, (b + 1) * ppb) of the row in its shared
-// memory (bulk copies of up to TOPK_CSM_PIECES pieces, each scanned as it
-// lands). Thread t takes packs t (mod the block size) in every pass.
+// memory (the threads' own 16-byte loads, TOPK_CSM_LDG_U packs in flight a
+// thread, each stored and scanned from registers as it lands). Thread t
+// takes packs t (mod the block size) in every pass.
 //   1. Each block scans its packs: the (m, d) partial and, for each of its
 //      TOPK_CSM_GROUPS / CS groups of GL = 4 x CS lanes, the group's best
 //      candidate. The maxima go to every block and the partials to block 0.
@@ -1635,8 +1636,8 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 // mbarriers are initialised, and waited on while the packs are in flight,
 // before the scan and any remote write) makes sure every block has begun;
 // every block waits for every byte sent to it before it exits. The radix
-// fallback (rare) keeps cluster barriers. EF: the bulk copies evict-first in
-// L2 (the dispatcher's TOPK_EVICT_FIRST_*_BYTES arrays; see load_pack_once).
+// fallback (rare) keeps cluster barriers. EF: the loads evict-first in L2
+// (the dispatcher's TOPK_EVICT_FIRST_*_BYTES arrays; see load_pack_once).
 // ----------------------------------------------------------------------------
 #define TOPK_CSM_THREADS 512
 #define TOPK_CSM_GROUPS 128
@@ -1705,12 +1706,31 @@ __device__ unsigned long long csm_trace[64 * 16 * 16 * 2];
 #ifndef TOPK_CSM_FAST_WARPS
 #define TOPK_CSM_FAST_WARPS 4
 #endif
+// Staging: the threads' own 16-byte loads, TOPK_CSM_LDG_U packs in flight a
+// thread, each scanned from registers and stored (H200, 83 csm cases of
+// 1-128 rows x 32768-262144, k = 1 / 5 / 50, three dtypes: 0.02-1.15 us
+// faster than bulk copies on 82, 0.3 us slower on 1 x 262144 float32 k =
+// 50; bench/results/nvidia-h200/kernels/csm_ldg.txt). TOPK_CSM_LDG = 0, an
+// experiment switch: bulk copies (TMA) of up to TOPK_CSM_PIECES pieces,
+// each scanned as it lands.
+#ifndef TOPK_CSM_LDG
+#define TOPK_CSM_LDG 1
+#endif
+#ifndef TOPK_CSM_LDG_U
+#define TOPK_CSM_LDG_U 4
+#endif
+// Launch bound: two blocks an SM (64 registers a thread), so that where two
+// blocks' shared memory fits an SM, the GPU holds more clusters at once (16
+// rows in clusters of 8 on 132 SMs: one block an SM fits 15 clusters of 8).
+#ifndef TOPK_CSM_MIN_BLOCKS
+#define TOPK_CSM_MIN_BLOCKS 2
+#endif
 #ifndef TOPK_CSM_PIECE_PACKS
 #define TOPK_CSM_PIECE_PACKS 1024
 #endif
-// topk_csm is sm_90 code (clusters, mbarriers, st.async). A block's packs
-// arrive by bulk copies (TMA), completion counted by an mbarrier a piece
-// (TOPK_CSM_NO_BULK, an experiment switch: by cp.async).
+// topk_csm is sm_90 code (clusters, mbarriers, st.async). With TOPK_CSM_LDG =
+// 0 a block's packs arrive by bulk copies (TMA), completion counted by an
+// mbarrier a piece (and TOPK_CSM_NO_BULK, an experiment switch: by cp.async).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #ifndef TOPK_CSM_NO_BULK
 #define TOPK_CSM_BULK 1
@@ -1830,7 +1850,7 @@ template <int CS> CSM_DEVICE void csm_xwait(u64* m) {
 }
 
 template <typename T, int CS, bool EF = false>
-__global__ void CSM_CLUSTER_DIMS(CS) __launch_bounds__(TOPK_CSM_THREADS, 1)
+__global__ void CSM_CLUSTER_DIMS(CS) __launch_bounds__(TOPK_CSM_THREADS, TOPK_CSM_MIN_BLOCKS)
 topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx, i64 L, i64 sx, i64 k,
          i64 ppb, i64 out_code, i64 log) {
   typedef float C;
@@ -1872,11 +1892,13 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   const i64 c00 = p0 * PACK - mis;  // column of this block's first element
 
   CSM_T(0);
+#if !TOPK_CSM_LDG
   // ---- stage this block's packs: pieces of TOPK_CSM_PIECE_PACKS packs or more,
   // at most TOPK_CSM_PIECES, each scanned as it lands
   const int npc = max(1, min(TOPK_CSM_PIECES, nb / TOPK_CSM_PIECE_PACKS));
   const int pp = (nb + npc - 1) / npc;
-#if TOPK_CSM_BULK
+#endif
+#if TOPK_CSM_BULK && !TOPK_CSM_LDG
   // a thread a piece: its mbarrier, then at once its bulk copy (whole aligned
   // packs); the barrier below publishes the mbarriers to the block
   __shared__ __align__(8) u64 mbar[TOPK_CSM_PIECES];
@@ -1905,22 +1927,24 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   __syncthreads();
   // every block of the cluster must have started (and initialised its
   // mbarriers) before any writes to its shared memory: arrive now, wait
-  // while this block's packs are in flight (the blocks of a cluster start
-  // together, so the wait ends before the data lands)
+  // after the scan (TOPK_CSM_LDG = 0: while the bulk copies are in flight;
+  // the blocks of a cluster start together, so the wait is short)
   if constexpr (CS > 1) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   TOPK_CSM_STOP_AT(9, nb == 7, true);
   if (tid < 3) s_cnt[tid] = 0u;
   if (tid == 0) s_tau_hi = 0xffffffffu;
   CSM_T(1);
+#if !TOPK_CSM_LDG
   if constexpr (CS > 1) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-#if !TOPK_CSM_BULK
+#endif
+#if !TOPK_CSM_BULK && !TOPK_CSM_LDG
   for (int q = tid; q < nb; q += TOPK_CSM_THREADS) cp_async16(chunk + q, row + (c00 + (i64)q * PACK));
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
 #endif
 
-#if TOPK_CSM_BULK
+#if TOPK_CSM_BULK && !TOPK_CSM_LDG
   if (TOPK_CSM_STOP == 10) {
     for (int pc = 0; pc < npc; ++pc) csm_mbar_wait(mbar + pc, 0u);
     TOPK_CSM_STOP_AT(10, to_compute<C>(chunk[tid % max(nb, 1)].v[0]) == C(-7), false);
@@ -1930,6 +1954,35 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   MD<C> md = md_identity<C>();
   K best = CT::empty();
   C bv = Num<C>::neg_inf();
+#if TOPK_CSM_LDG
+  // LDG staging: TOPK_CSM_LDG_U packs a thread in flight, each stored to the
+  // chunk and scanned from registers (same packs a thread as the later passes)
+  constexpr int LU = TOPK_CSM_LDG_U;
+  const T* rbase = row + c00;
+  for (int q0 = tid; q0 < nb; q0 += LU * TOPK_CSM_THREADS) {
+    PK pks[LU];
+#pragma unroll
+    for (int u = 0; u < LU; ++u)
+      if (q0 + u * TOPK_CSM_THREADS < nb) {
+        if constexpr (EF) {
+          pks[u] = load_pack_once<T, PACK>(rbase + (i64)(q0 + u * TOPK_CSM_THREADS) * PACK, l2_evict_first());
+        } else {
+          pks[u] = load_pack<T, PACK>(rbase + (i64)(q0 + u * TOPK_CSM_THREADS) * PACK);
+        }
+      }
+#pragma unroll
+    for (int u = 0; u < LU; ++u) {
+      const int q = q0 + u * TOPK_CSM_THREADS;
+      if (q >= nb) break;
+      PK pk = pks[u];
+      const i64 c0 = c00 + (i64)q * PACK;
+      if (c0 < 0 || c0 + PACK > L) {  // the row's first or last pack: outside elements become -inf
+#pragma unroll
+        for (int e = 0; e < PACK; ++e)
+          if (c0 + e < 0 || c0 + e >= L) pk.v[e] = from_compute<T>(Num<C>::neg_inf());
+      }
+      chunk[q] = pk;
+#else
   for (int pc = 0; pc < npc; ++pc) {
 #if TOPK_CSM_BULK
     csm_mbar_wait(mbar + pc, 0u);
@@ -1946,6 +1999,7 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
           if (c0 + e < 0 || c0 + e >= L) pk.v[e] = from_compute<T>(Num<C>::neg_inf());
         chunk[q] = pk;
       }
+#endif
       C v[PACK];
 #pragma unroll
       for (int e = 0; e < PACK; ++e) v[e] = to_compute<C>(pk.v[e]);
@@ -1972,6 +2026,13 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
       }
     }
   }
+#if TOPK_CSM_LDG
+  if constexpr (CS > 1) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  if (TOPK_CSM_STOP == 10) {
+    __syncthreads();
+    TOPK_CSM_STOP_AT(10, to_compute<C>(chunk[tid % max(nb, 1)].v[0]) == C(-7) || md.d == C(-3), false);
+  }
+#endif
   CSM_T(2);
 #pragma unroll
   for (int o = GL / 2; o > 0; o >>= 1) {

@@ -32,8 +32,8 @@ def fn_of(kernel, smem, stop=0, opts=(), src="topk.cu"):
     return f
 
 
-def launch(x2, k, CS, log=False, stop=0, opts=(), src="topk.cu"):
-    """(launch closure, vals, idx) of topk_csm on the 2-D row view x2."""
+def launch(x2, k, CS, log=False, stop=0, opts=(), src="topk.cu", ef=False):
+    """(launch closure, vals, idx) of topk_csm on the 2-D row view x2 (ef: the evict-first form)."""
     R, L = x2.shape
     isz = x2.dtype.itemsize
     pack = 16 // isz
@@ -41,7 +41,7 @@ def launch(x2, k, CS, log=False, stop=0, opts=(), src="topk.cu"):
     ppb = -(-np_ // CS)
     smem = ppb * 16
     dt = str(x2.dtype) if x2.dtype != cp.dtype("bfloat16") else "bfloat16"
-    kern = f"topk_csm<{D.CTYPE[dt]}, {CS}>"
+    kern = f"topk_csm<{D.CTYPE[dt]}, {CS}{', true' if ef else ''}>"
     f = fn_of(kern, smem, stop, opts, src)
     vals = cp.empty((R, k), x2.dtype)
     idx = cp.empty((R, k), cp.int64)
