@@ -1615,7 +1615,11 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
 //   3. Every block writes its elements not worse than tau to its SLOT =
 //      TOPK_CSM_CAP / CS slots in block 0 (the unused ones as empty keys, so
 //      block 0 expects a fixed number of bytes and waits once) and its count
-//      to every block.
+//      to every block. A thread's batch of TOPK_CSM_LDG_U staged packs whose
+//      largest value (kept from step 1, rounded up) is below tau's is
+//      skipped in one comparison: typical rows read almost none of the
+//      staged row again, and the pass's code is mostly not run (cold code:
+//      0.5-3 us saved; bench/results/nvidia-h200/kernels/csm_ldg.txt).
 //   4. Every count within its slots (typical rows: a little over k in all):
 //      block 0 makes the slots contiguous, ranks the candidates by counting
 //      and writes the results (up to 96 candidates: 1-4 warps, each taking
@@ -1707,10 +1711,11 @@ __device__ unsigned long long csm_trace[64 * 16 * 16 * 2];
 #define TOPK_CSM_FAST_WARPS 4
 #endif
 // Staging: the threads' own 16-byte loads, TOPK_CSM_LDG_U packs in flight a
-// thread, each scanned from registers and stored (H200, 83 csm cases of
-// 1-128 rows x 32768-262144, k = 1 / 5 / 50, three dtypes: 0.02-1.15 us
-// faster than bulk copies on 82, 0.3 us slower on 1 x 262144 float32 k =
-// 50; bench/results/nvidia-h200/kernels/csm_ldg.txt). TOPK_CSM_LDG = 0, an
+// thread, each scanned from registers and stored (H200, bench/results/
+// nvidia-h200/kernels/csm_ldg.txt: against bulk copies, 0.16-0.62 us faster
+// at k = 1 and -0.54 .. +0.48 us at k = 5 / 50 with the variants' launches
+// interleaved (run 8); run 1: staging alone by loads 0.1-0.6 us above
+// the pure-read floor, by bulk copies further). TOPK_CSM_LDG = 0, an
 // experiment switch: bulk copies (TMA) of up to TOPK_CSM_PIECES pieces,
 // each scanned as it lands.
 #ifndef TOPK_CSM_LDG
@@ -1774,6 +1779,22 @@ template <int CS> CSM_DEVICE void csm_sync() {
   }
 }
 
+// The staging loop's batch maxima (a thread's TOPK_CSM_LDG_U packs a batch),
+// kept as bfloat16 bits rounded towards +inf (an upper bound; NaN ignored as
+// by fmaxf), so the candidate pass skips a batch below tau in one compare.
+// They share ghist's 8 KiB (the radix fallback's, zeroed after the pass).
+#define TOPK_CSM_BMAX_BATCHES 8
+// TOPK_CSM_BMAX = 0, an experiment switch: the candidate pass tests every pack.
+#ifndef TOPK_CSM_BMAX
+#define TOPK_CSM_BMAX 1
+#endif
+CSM_DEVICE unsigned short csm_bmax_bits(float f) {
+  const unsigned u = __float_as_uint(f);
+  // positive: round the magnitude up; negative: truncating the magnitude rounds up
+  return (unsigned short)((u >> 31) ? (u >> 16) : ((u + 0xffffu) >> 16));
+}
+CSM_DEVICE float csm_bmax_value(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
+
 // Counts this block's staged elements whose keys are not worse than tau in
 // *lcnt (shared, zeroed by the caller) and writes the first `cap` of them:
 // ASYNC, by st.async at shared::cluster address dst_sc (8 bytes apart, each
@@ -1782,13 +1803,18 @@ template <int CS> CSM_DEVICE void csm_sync() {
 // below tau's costs one comparison.
 template <typename T, int PACK, bool ASYNC>
 CSM_DEVICE void csm_filter(const Pack<T, PACK>* chunk, int nb, i64 c00, i64 L, u64 tau, unsigned* lcnt,
-                           u64* dst, unsigned dst_sc, unsigned mb_sc, unsigned cap) {
+                           u64* dst, unsigned dst_sc, unsigned mb_sc, unsigned cap,
+                           const unsigned short* bmax = nullptr) {
   typedef Cand<float> CT;
-  constexpr int U = 4;
+  constexpr int U = TOPK_CSM_LDG_U;  // = the staging loop's batch (bmax: one bound a batch)
   const bool tv = CT::hi(tau) != 0u;  // tau is a value (else: NaN key or empty, test every key)
   const float tf = tv ? CT::prefilter_value(CT::hi(tau)) : 0.0f;
   const int bd = blockDim.x;
-  for (int q0 = threadIdx.x; q0 < nb; q0 += U * bd) {
+  for (int q0 = threadIdx.x, bi = 0; q0 < nb; q0 += U * bd, ++bi) {
+    // a batch whose packs' largest value (rounded up) is below tau's: one comparison
+    if (bmax != nullptr && tv && bi < TOPK_CSM_BMAX_BATCHES &&
+        !(csm_bmax_value(bmax[bi * bd + threadIdx.x]) >= tf))
+      continue;
     Pack<T, PACK> pk[U];
 #pragma unroll
     for (int u = 0; u < U; ++u)
@@ -1871,7 +1897,10 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   __shared__ unsigned cnts[2][CS];    // every block: the blocks' candidate counts (pass 1, radix pass)
   __shared__ MD<C> red_md[32];
   __shared__ unsigned hist[256];
-  __shared__ unsigned ghist[8][256];  // block 0: radix histograms by round
+  __shared__ __align__(16) unsigned ghist[8][256];  // block 0: radix histograms by round
+  // (LDG) the staging batches' maxima, bf16 rounded up, batch-major (see csm_bmax_bits)
+  unsigned short* bmax = reinterpret_cast<unsigned short*>(&ghist[0][0]);
+  static_assert(sizeof(ghist) >= TOPK_CSM_BMAX_BATCHES * TOPK_CSM_THREADS * sizeof(unsigned short), "bmax");
   __shared__ unsigned s_cnt[3];       // this block's counts (pass 1, radix count, radix write)
   __shared__ unsigned s_tau_hi;
   __shared__ int s_dig;
@@ -1959,7 +1988,7 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   // chunk and scanned from registers (same packs a thread as the later passes)
   constexpr int LU = TOPK_CSM_LDG_U;
   const T* rbase = row + c00;
-  for (int q0 = tid; q0 < nb; q0 += LU * TOPK_CSM_THREADS) {
+  for (int q0 = tid, bi = 0; q0 < nb; q0 += LU * TOPK_CSM_THREADS, ++bi) {
     PK pks[LU];
 #pragma unroll
     for (int u = 0; u < LU; ++u)
@@ -1970,6 +1999,7 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
           pks[u] = load_pack<T, PACK>(rbase + (i64)(q0 + u * TOPK_CSM_THREADS) * PACK);
         }
       }
+    C bmx = Num<C>::neg_inf();  // the batch's largest value
 #pragma unroll
     for (int u = 0; u < LU; ++u) {
       const int q = q0 + u * TOPK_CSM_THREADS;
@@ -2007,6 +2037,9 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
       C v1 = v[0];
 #pragma unroll
       for (int e = 1; e < PACK; ++e) v1 = Num<C>::max(v1, v[e]);
+#if TOPK_CSM_LDG
+      bmx = Num<C>::max(bmx, v1);
+#endif
       if (v1 > bv) {  // a better value (padding is -inf: never here)
         int ef = PACK - 1;
 #pragma unroll
@@ -2025,6 +2058,9 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
         if (CT::hi(best) != 0u) bv = CT::value(best);
       }
     }
+#if TOPK_CSM_LDG
+    if (bi < TOPK_CSM_BMAX_BATCHES) bmax[bi * TOPK_CSM_THREADS + tid] = csm_bmax_bits(bmx);
+#endif
   }
 #if TOPK_CSM_LDG
   if constexpr (CS > 1) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
@@ -2135,9 +2171,9 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   // start and waits once)
   if constexpr (CS > 1) {
     csm_filter<T, PACK, true>(chunk, nb, c00, L, tau, s_cnt, nullptr, cluster_map_shared(cand + b * SLOT, 0u),
-                              cluster_map_shared(xmb + 1, 0u), SLOT);
+                              cluster_map_shared(xmb + 1, 0u), SLOT, TOPK_CSM_LDG && TOPK_CSM_BMAX ? bmax : nullptr);
   } else {
-    csm_filter<T, PACK, false>(chunk, nb, c00, L, tau, s_cnt, cand, 0u, 0u, SLOT);
+    csm_filter<T, PACK, false>(chunk, nb, c00, L, tau, s_cnt, cand, 0u, 0u, SLOT, TOPK_CSM_LDG && TOPK_CSM_BMAX ? bmax : nullptr);
   }
   __syncthreads();
   CSM_T(7);
