@@ -1139,7 +1139,8 @@ CSM_DEVICE typename CT::type seg_chunk_order(typename CT::type c, int lane, i64 
   }
 }
 
-// topk_seg's stream loads: evict-first in L2 (EF, load_pack_once) or plain.
+// topk_seg's stream loads and topk_csm's staging loads: evict-first in L2
+// (EF, load_pack_once) or plain.
 template <typename T, int PACK, bool EF> CSM_DEVICE Pack<T, PACK> seg_load(const T* p, u64 pol) {
   if constexpr (EF) {
     return load_pack_once<T, PACK>(p, pol);
@@ -1779,6 +1780,16 @@ template <int CS> CSM_DEVICE void csm_sync() {
   }
 }
 
+// The row's first or last pack (columns c0 .. c0 + PACK - 1 outside [0, L)):
+// the outside elements become -inf; true if the pack was one of those.
+template <typename C, typename T, int PACK> CSM_DEVICE bool csm_pad_edge(Pack<T, PACK>& pk, i64 c0, i64 L) {
+  if (c0 >= 0 && c0 + PACK <= L) return false;
+#pragma unroll
+  for (int e = 0; e < PACK; ++e)
+    if (c0 + e < 0 || c0 + e >= L) pk.v[e] = from_compute<T>(Num<C>::neg_inf());
+  return true;
+}
+
 // The staging loop's batch maxima (a thread's TOPK_CSM_LDG_U packs a batch),
 // kept as bfloat16 bits rounded towards +inf (an upper bound; NaN ignored as
 // by fmaxf), so the candidate pass skips a batch below tau in one compare.
@@ -1988,17 +1999,13 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
   // chunk and scanned from registers (same packs a thread as the later passes)
   constexpr int LU = TOPK_CSM_LDG_U;
   const T* rbase = row + c00;
+  const u64 pol = EF ? l2_evict_first() : 0ull;
   for (int q0 = tid, bi = 0; q0 < nb; q0 += LU * TOPK_CSM_THREADS, ++bi) {
     PK pks[LU];
 #pragma unroll
     for (int u = 0; u < LU; ++u)
-      if (q0 + u * TOPK_CSM_THREADS < nb) {
-        if constexpr (EF) {
-          pks[u] = load_pack_once<T, PACK>(rbase + (i64)(q0 + u * TOPK_CSM_THREADS) * PACK, l2_evict_first());
-        } else {
-          pks[u] = load_pack<T, PACK>(rbase + (i64)(q0 + u * TOPK_CSM_THREADS) * PACK);
-        }
-      }
+      if (q0 + u * TOPK_CSM_THREADS < nb)
+        pks[u] = seg_load<T, PACK, EF>(rbase + (i64)(q0 + u * TOPK_CSM_THREADS) * PACK, pol);
     C bmx = Num<C>::neg_inf();  // the batch's largest value
 #pragma unroll
     for (int u = 0; u < LU; ++u) {
@@ -2006,11 +2013,7 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
       if (q >= nb) break;
       PK pk = pks[u];
       const i64 c0 = c00 + (i64)q * PACK;
-      if (c0 < 0 || c0 + PACK > L) {  // the row's first or last pack: outside elements become -inf
-#pragma unroll
-        for (int e = 0; e < PACK; ++e)
-          if (c0 + e < 0 || c0 + e >= L) pk.v[e] = from_compute<T>(Num<C>::neg_inf());
-      }
+      csm_pad_edge<C>(pk, c0, L);
       chunk[q] = pk;
 #else
   for (int pc = 0; pc < npc; ++pc) {
@@ -2023,12 +2026,7 @@ topk_csm(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
          q += TOPK_CSM_THREADS) {
       PK pk = chunk[q];
       const i64 c0 = c00 + (i64)q * PACK;
-      if (c0 < 0 || c0 + PACK > L) {  // the row's first or last pack: outside elements become -inf
-#pragma unroll
-        for (int e = 0; e < PACK; ++e)
-          if (c0 + e < 0 || c0 + e >= L) pk.v[e] = from_compute<T>(Num<C>::neg_inf());
-        chunk[q] = pk;
-      }
+      if (csm_pad_edge<C>(pk, c0, L)) chunk[q] = pk;
 #endif
       C v[PACK];
 #pragma unroll
