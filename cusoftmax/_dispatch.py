@@ -2755,6 +2755,9 @@ TOPK_EVICT_FIRST_MAX_BYTES = 256 << 20
 #: 28.7 -> 27.7, 263 x 65536 k = 50 54.9 -> 52.1. Below k = 33 too few rows
 #: re-read (k = 16: 0.64 segments a row) to pay for it: a first form with it
 #: on at every k took 64 x 128256 k = 5 from 25.8 to 27.4 us (this rule: 25.3).
+#: The TWO kernels also rank the segment maxima by counting instead of chunk
+#: sorts and binary searches (nvidia-h200/kernels/seg_count.txt: 64 x 128256
+#: k = 50 -0.6 us, 4096 x 32000 k = 50 -14 us; slower without TWO at k < 33).
 TOPK_SEG_TWO_MIN_K = 33
 #: From k = 2 up to this k (TOPK_SEG_PICK_ONE_ROW_MAX_K for a single row),
 #: topk_seg's last block picks the k best segment maxima by warp argmaxes

@@ -1038,7 +1038,8 @@ CSM_DEVICE void seg_end(typename CT::type best, typename CT::value_t v1, typenam
 //      in each other chunk; PICK, small k: each warp takes its chunk's k best
 //      by k warp argmaxes, then warp 0 the row's k best of those, one argmax
 //      a rank: a maximum among the row's k best is among its chunk's k
-//      best). The segments whose best is among the k best are
+//      best; TWO: a thread a maximum counts the better ones among all W,
+//      seg_count_better). The segments whose best is among the k best are
 //      "selected", and tau = the k-th best segment maximum (when W > k). The
 //      k selected maxima are k distinct elements not worse than tau, so the
 //      row's k-th best is not worse than tau, and each of the row's top k
@@ -1059,7 +1060,11 @@ CSM_DEVICE void seg_end(typename CT::type best, typename CT::value_t v1, typenam
 // rows. For k = 1 the last block takes the best of the W segment maxima
 // (each is its segment's best key) and skips 2-4.
 // PICK is the dispatcher's choice for small k (its cost grows with k, the
-// sort and searches' does not); TWO and PICK are never set together.
+// sort and searches' does not); TWO and PICK are never set together. The
+// count's W x W comparisons beat the sorts and searches in the TWO kernels
+// (H200, nvidia-h200/kernels/seg_count.txt: 0.4-1.3 us on 64-128 rows,
+// 3-14 us on 263-4096 rows) but not on 64 x 128256 at k = 9-32 without TWO
+// (0.6-1.2 us slower), hence counting with TWO only.
 // MODE: TOPK_ONLINE or TOPK_SELECT. PIPE: step 1 as a software pipeline over
 // all the warp's batches (the next batch's packs loaded, raw, before the
 // current one is reduced; for UNROLL below the batch of TOPK_SEG_BATCH_ELEMS,
@@ -1149,6 +1154,33 @@ template <typename T, int PACK, bool EF> CSM_DEVICE Pack<T, PACK> seg_load(const
   }
 }
 
+// The TWO kernels rank their segment maxima by counting (seg_count_better).
+// A/B switch of tools (the library never defines it): -DTOPK_SEG_COUNT=0
+// ranks them by chunk sorts and binary searches as the other kernels do (the
+// tail before stop 51), =1 counts in every tail but PICK's.
+#ifndef TOPK_SEG_COUNT
+#define TOPK_SEG_COUNT 2
+#endif
+
+// How many of keys[0 .. n) are better than c, one thread a key (W x W
+// comparisons, the keys read in pairs: 16-byte aligned, and for float compute
+// keys[n] empty when n is odd, as topk_seg's chunk stores leave it).
+template <typename CT>
+CSM_DEVICE int seg_count_better(const typename CT::type* keys, int n, typename CT::type c) {
+  int r = 0;
+  if constexpr (sizeof(typename CT::type) == 8) {
+    const ulonglong2* k2 = reinterpret_cast<const ulonglong2*>(keys);
+#pragma unroll 4
+    for (int j = 0; j < (n + 1) >> 1; ++j) {
+      const ulonglong2 q = k2[j];
+      r += (q.x > c) + (q.y > c);
+    }
+  } else {
+    for (int j = 0; j < n; ++j) r += CT::better(keys[j], c) ? 1 : 0;
+  }
+  return r;
+}
+
 template <typename T, typename C, int MODE, int UNROLL, bool PIPE = false, bool EF = false, bool TWO = false,
           bool PICK = false>
 __global__ void __launch_bounds__(TOPK_SEG_THREADS, SegMinBlocks<C>::value)
@@ -1165,7 +1197,8 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
                          ? (TOPK_SEG_REREAD_ELEMS / (int)sizeof(C) * 4 / PACK) : 1;
   constexpr int NCH = TOPK_SEG_WMAX / 32;  // chunks of 32 maxima
   static_assert(!(TWO && PICK), "TWO and PICK are separate tails");
-  __shared__ K segk[TOPK_SEG_WMAX];  // chunk-sorted segment maxima
+  constexpr bool COUNT = (TOPK_SEG_COUNT == 2 && TWO) || (TOPK_SEG_COUNT == 1 && !PICK);
+  __shared__ __align__(16) K segk[TOPK_SEG_WMAX];  // segment maxima (chunk-sorted but for COUNT)
   __shared__ K segk2[TWO ? TOPK_SEG_WMAX : 1];  // second candidates by segment (TWO)
   __shared__ C segv[TOPK_SEG_WMAX];  // `second` by segment
   __shared__ int sel[TOPK_SEG_KP_MAX];  // selected segments, best first
@@ -1372,7 +1405,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
       if constexpr (TWO) segk2[i0] = c2;
     }
     SEG_T(7);
-    segk[i0] = seg_chunk_order<CT, PICK>(c0, lane, k);
+    segk[i0] = COUNT ? c0 : seg_chunk_order<CT, PICK>(c0, lane, k);
     SEG_T(8);
   }
   for (int ch = warp + nw; ch < nchunk; ch += nw) {
@@ -1383,7 +1416,7 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
       if constexpr (TWO) segk2[i] = CT::ldcg(wk2 + i);
       segv[i] = __ldcg(wv + i);
     }
-    segk[i] = seg_chunk_order<CT, PICK>(c, lane, k);
+    segk[i] = COUNT ? c : seg_chunk_order<CT, PICK>(c, lane, k);
   }
   if (MODE == TOPK_ONLINE) {
     md = topk_block_md<C>(md, red_md);  // its barriers publish segk[], segk2[], segv[]
@@ -1420,6 +1453,16 @@ topk_seg(const T* __restrict__ x, void* __restrict__ vals, i64* __restrict__ idx
           if (W > k && t == k - 1) s_tau = b;
         }
       }
+    }
+  } else if constexpr (COUNT) {
+    for (int i = tid; i < W; i += bd) {
+      const K c = segk[i];
+      const int rank = seg_count_better<CT>(segk, W, c);
+      if (rank < nsel) {
+        sel[rank] = (int)((CT::index(c) + mis) / PACK / sp);
+        selk[rank] = c;
+      }
+      if (W > k && rank == k - 1) s_tau = c;
     }
   } else {
     for (int i = tid; i < nchunk * 32; i += bd) {

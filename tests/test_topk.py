@@ -825,27 +825,38 @@ def test_seg_regime(dtype, no_csm):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
 def test_seg_rank_full_chunks(dtype, no_csm):
-    """topk_seg ranks the segment maxima in chunks of 32 (each sorted, then a
-    binary search in every other chunk): a chunk whose 32 maxima all beat a
-    maximum must count 32. Rows whose segment maxima fall along the row (one
-    high element a segment, the rest far below) put the top k in the first k
-    segments, so a lost one shows (k > 32; every chunk beats the next)."""
+    """topk_seg's ranking of the segment maxima from k = TOPK_SEG_TWO_MIN_K
+    on (TWO: a thread a maximum counts the better ones among all W; the
+    chunk sorts and binary searches before, where a chunk whose 32 maxima
+    all beat a maximum had to count 32). Rows whose segment maxima fall along
+    the row (one high element a segment, the rest far below) put the top k in
+    the first k segments, so a lost or doubled rank shows (k > 32; every
+    chunk beats the next); rising maxima, a second candidate a segment
+    (re-read), maxima tied in threes (the lower index first); an even and an
+    odd number of segments (the count reads the maxima in pairs)."""
     dev = _device()
-    R, L = 4, 131072
+    R = 5
     pack = 16 // np_dtype(dtype).itemsize
-    for k in (33, 50, 64):
-        p = _dispatch.plan_topk(R, L, k, dtype, dtype, dev)
-        assert p.regime == "seg", p
-        seg = p.seg_packs * pack  # elements a segment (aligned rows)
-        nseg = -(-L // seg)
-        assert nseg >= 2 * k and nseg > 64  # several full chunks of 32 maxima
-        a = np.full((R, L), -1.0e4)
-        starts = np.arange(nseg) * seg
-        a[:, starts] = -np.arange(nseg, dtype=np.float64)  # exact in every dtype (integers <= 256)
-        a[1, starts + 1] = -np.arange(nseg) - 0.5  # and a second candidate a segment (re-read)
-        a[2] = a[2, ::-1]  # maxima rising along the row
-        check(to_gpu(a, dtype), k)
-        check(to_gpu(a, dtype), k, log=True)
+    parity = set()
+    for L in (120512, 114716):  # 236 and 225 segments here
+        for k in (33, 50, 64):
+            p = _dispatch.plan_topk(R, L, k, dtype, dtype, dev)
+            assert p.regime == "seg", p
+            assert _dispatch.topk_seg_flags(p.kernel)[1]["two"] == (k >= _dispatch.TOPK_SEG_TWO_MIN_K)
+            seg = p.seg_packs * pack  # elements a segment (aligned rows)
+            nseg = -(-L // seg)
+            assert nseg >= 2 * k and nseg > 64  # several full chunks of 32 maxima
+            parity.add(nseg % 2)
+            a = np.full((R, L), -1.0e4)
+            starts = np.arange(nseg) * seg
+            a[:, starts] = -np.arange(nseg, dtype=np.float64)  # exact in every dtype (integers <= 256)
+            a[1, starts + 1] = -np.arange(nseg) - 0.5  # and a second candidate a segment (re-read)
+            a[2] = a[2, ::-1]  # maxima rising along the row
+            a[3, starts] = -(np.arange(nseg) // 3)  # maxima tied in threes
+            a[4, starts[::-1]] = -(np.arange(nseg) // 3)  # ... rising
+            check(to_gpu(a, dtype), k)
+            check(to_gpu(a, dtype), k, log=True)
+    assert parity == {0, 1}, parity
 
 
 @pytest.mark.gpu
