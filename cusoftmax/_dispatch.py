@@ -2757,8 +2757,16 @@ TOPK_EVICT_FIRST_MAX_BYTES = 256 << 20
 #: on at every k took 64 x 128256 k = 5 from 25.8 to 27.4 us (this rule: 25.3).
 #: The TWO kernels also rank the segment maxima by counting instead of chunk
 #: sorts and binary searches (nvidia-h200/kernels/seg_count.txt: 64 x 128256
-#: k = 50 -0.6 us, 4096 x 32000 k = 50 -14 us; slower without TWO at k < 33).
-TOPK_SEG_TWO_MIN_K = 33
+#: k = 50 -0.6 us, 4096 x 32000 k = 50 -14 us; slower without TWO at k < 33),
+#: which moved the rule down from 33 (seg_count.txt runs 4-5, the same launch
+#: with and without TWO): from k = 24 every shape tried is level or faster
+#: (64 x 128256 k = 24 -0.1 .. -0.3 us, 64 x 262144 -1.7, 16 x 131072 -0.05 ..
+#: +0.3), at k = 17-20 64 x 128256 is 0.2-0.9 us slower and 16 x 131072 k = 17
+#: 0.6; many-row plans (TOPK_SEG_ROWS_PER_SM x SMs rows and more, seg from k
+#: = 17) gain at every k tried (1024 x 32768 k = 17 75.1 -> 68.8 us, k = 24
+#: 79.5 -> 70.3; 512 x 50257 k = 17 58.1 -> 55.7), hence their own bound.
+TOPK_SEG_TWO_MIN_K = 24
+TOPK_SEG_TWO_MANY_MIN_K = 17
 #: From k = 2 up to this k (TOPK_SEG_PICK_ONE_ROW_MAX_K for a single row),
 #: topk_seg's last block picks the k best segment maxima by warp argmaxes
 #: (its PICK flag: each warp its chunk of 32 maxima's k best, then one warp
@@ -2927,6 +2935,13 @@ def topk_evict_first(rows: int, L: int, in_dtype: str) -> bool:
     return TOPK_EVICT_FIRST_MIN_BYTES <= n <= TOPK_EVICT_FIRST_MAX_BYTES
 
 
+def topk_seg_two(k: int, many: bool) -> bool:
+    """Whether topk_seg keeps two candidates a segment and ranks the maxima
+    by counting (its TWO flag; see TOPK_SEG_TWO_MIN_K); ``many``: a many-row
+    plan (rows >= TOPK_SEG_ROWS_PER_SM x SMs)."""
+    return k >= (TOPK_SEG_TWO_MANY_MIN_K if many else TOPK_SEG_TWO_MIN_K)
+
+
 def topk_seg_pick(rows: int, k: int) -> bool:
     """Whether topk_seg's last block picks the k best segment maxima (its
     PICK flag; see TOPK_SEG_PICK_MAX_K)."""
@@ -3019,7 +3034,7 @@ def plan_topk(rows: int, L: int, k: int, in_dtype: str, out_dtype: str, dev: Dev
             extra = dict(gather_kernel=gather, softmax_algorithm="safe") if mode == "select" else {}
             return TopKPlan("seg" if mode == "online" else "unfused",
                             _topk_seg_name(f"{T}, {C}, {_TOPK_MODE[mode]}, {unroll}", pipe,
-                                           topk_evict_first(rows, L, in_dtype), k >= TOPK_SEG_TWO_MIN_K,
+                                           topk_evict_first(rows, L, in_dtype), topk_seg_two(k, many),
                                            topk_seg_pick(rows, k)),
                             grid, (threads,),
                             0, kp, 0, False, grid[0], 0, sp, spb, cdt, cb, **extra)

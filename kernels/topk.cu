@@ -1057,14 +1057,14 @@ CSM_DEVICE void seg_end(typename CT::type best, typename CT::value_t v1, typenam
 // Typical rows give about k candidates and re-read a segment only where two
 // of its elements (TWO: three, or two in one lane) are not worse than tau:
 // TWO is the dispatcher's choice for larger k, where that happens in most
-// rows. For k = 1 the last block takes the best of the W segment maxima
+// rows (and its count of the maxima beats the sort). For k = 1 the last block takes the best of the W segment maxima
 // (each is its segment's best key) and skips 2-4.
 // PICK is the dispatcher's choice for small k (its cost grows with k, the
 // sort and searches' does not); TWO and PICK are never set together. The
 // count's W x W comparisons beat the sorts and searches in the TWO kernels
 // (H200, nvidia-h200/kernels/seg_count.txt: 0.4-1.3 us on 64-128 rows,
-// 3-14 us on 263-4096 rows) but not on 64 x 128256 at k = 9-32 without TWO
-// (0.6-1.2 us slower), hence counting with TWO only.
+// 3-14 us on 263-4096 rows at k >= 33) but not on 64 x 128256 at k = 9-32
+// without TWO (0.6-1.2 us slower), hence counting with TWO only.
 // MODE: TOPK_ONLINE or TOPK_SELECT. PIPE: step 1 as a software pipeline over
 // all the warp's batches (the next batch's packs loaded, raw, before the
 // current one is reduced; for UNROLL below the batch of TOPK_SEG_BATCH_ELEMS,

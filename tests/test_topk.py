@@ -342,17 +342,21 @@ def _seg_rule_plans(shapes, ks):
 
 def test_seg_two_rule():
     """topk_seg keeps two candidates a segment (its TWO flag) exactly from
-    k = TOPK_SEG_TWO_MIN_K on, in every load form and mode; the names round-
-    trip through the load-form helper, and every seg name the dispatcher can
-    choose is in all_topk_kernels (both TWO forms among them)."""
-    two_k = _dispatch.TOPK_SEG_TWO_MIN_K
-    assert 2 <= two_k <= _dispatch.TOPK_SEG_KP_MAX
+    k = TOPK_SEG_TWO_MIN_K on (TOPK_SEG_TWO_MANY_MIN_K for many-row plans),
+    in every load form and mode; the names round-trip through the load-form
+    helper, and every seg name the dispatcher can choose is in
+    all_topk_kernels (both TWO forms among them)."""
+    two_k, many_k = _dispatch.TOPK_SEG_TWO_MIN_K, _dispatch.TOPK_SEG_TWO_MANY_MIN_K
+    assert _dispatch.TOPK_SEG_PICK_MAX_K < many_k <= two_k <= _dispatch.TOPK_SEG_KP_MAX
+    many_rows = _dispatch.TOPK_SEG_ROWS_PER_SM * H100.sm_count
     seen = set()
-    for rows, k, p, f in _seg_rule_plans(((1, 131072), (64, 128256), (64, 262144), (4096, 32000)),
-                                         (2, two_k - 1, two_k, 50, 64)):
-        assert f["two"] == (k >= two_k), (rows, k, p.kernel)
-        seen.add(f["two"])
-    assert seen == {False, True}
+    for rows, k, p, f in _seg_rule_plans(((1, 131072), (64, 128256), (64, 262144), (many_rows - 1, 32000),
+                                          (many_rows, 32000), (4096, 32000)),
+                                         (2, many_k - 1, many_k, two_k - 1, two_k, 50, 64)):
+        assert f["two"] == (k >= (many_k if rows >= many_rows else two_k)), (rows, k, p.kernel)
+        assert f["two"] == _dispatch.topk_seg_two(k, rows >= many_rows)
+        seen.add((f["two"], rows >= many_rows, k))
+    assert {(False, False, two_k - 1), (True, False, two_k), (True, True, many_k)} <= seen, seen
     assert _dispatch._topk_seg_name("float, float, TOPK_ONLINE, 4", False, False, True) == \
         "topk_seg<float, float, TOPK_ONLINE, 4, false, false, true>"
     assert _dispatch._topk_seg_name("float, float, TOPK_ONLINE, 4", True, False) == \
