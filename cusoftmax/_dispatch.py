@@ -2759,9 +2759,9 @@ TOPK_EVICT_FIRST_MAX_BYTES = 256 << 20
 #: sorts and binary searches (nvidia-h200/kernels/seg_count.txt: 64 x 128256
 #: k = 50 -0.6 us, 4096 x 32000 k = 50 -14 us; slower without TWO at k < 33),
 #: which moved the rule down from 33 (seg_count.txt runs 4-5, the same launch
-#: with and without TWO): from k = 24 every shape tried is level or faster
-#: (64 x 128256 k = 24 -0.1 .. -0.3 us, 64 x 262144 -1.7, 16 x 131072 -0.05 ..
-#: +0.3), at k = 17-20 64 x 128256 is 0.2-0.9 us slower and 16 x 131072 k = 17
+#: with and without TWO): from k = 24 every shape tried is faster or within
+#: 0.3 us (64 x 128256 k = 24 -0.1 .. -0.3 us, 64 x 262144 -1.7, 16 x 131072
+#: +0.05 / +0.3), at k = 17-20 64 x 128256 is 0.2-0.9 us slower, 16 x 131072 k = 17
 #: 0.6; many-row plans (TOPK_SEG_ROWS_PER_SM x SMs rows and more, seg from k
 #: = 17) gain at every k tried (1024 x 32768 k = 17 75.1 -> 68.8 us, k = 24
 #: 79.5 -> 70.3; 512 x 50257 k = 17 58.1 -> 55.7), hence their own bound.
