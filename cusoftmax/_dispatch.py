@@ -662,6 +662,29 @@ COLS_CL16_MAX_NR = {4: 16, 8: 8, 16: 8}  # by pack bytes
 #: can choose (the compile-check enumeration; test_cols_cl16_rule checks it).
 COLS_CL16_PROBE_L = (2000, 4096, 4097, 8192, 8193, 10000, 16384)
 COLS_CL16_PROBE_I = (6, 64, 100, 102, 320, 512)
+#: Short axes of small 16-bit arrays (COLS_CL16_LANES_MIN_L ..
+#: COLS_CL16_LANES_MAX_L rows, at most COLS_CL16_MAX_BYTES) take clusters of
+#: 16 on tiles of COLS_CL16_LANES_TX lanes (16 rows a block pass): packs of
+#: the fewest elements (1, 2 or 4, at most what the rows allow) whose grid
+#: has at most COLS_CL16_LANES_MAX_BLOCKS x SMs blocks, at the least NR of
+#: (4, 8, 16) that holds the axis. Not at NR 16 with packs over
+#: COLS_CL16_LANES_NR16_MAX_PACK elements, and where the rule above has a
+#: plan, only at NR 16 with 1-element packs; else the rule above. H200
+#: (kernels/cl16_lanes.txt): run 1, tools/cols_oracle.py --cl16 over the
+#: grid's cases over 1.47x: such a plan was the best on the short axes, e.g.
+#: bfloat16 (1000, 64) 1.42x -> 1.14x, float16 (2000, 500) 1.56x -> 1.26x;
+#: run 2, the first form (any NR and pack, before the rule above) against
+#: the plans without it, interleaved, softmax and log_softmax, on the 37 grid
+#: shapes it moved and 40 held-out ones (L 600-4096): 259 of 308 faster by
+#: over 0.03x, 34 slower, all of those at NR 16 with 2- or 4-element packs
+#: (e.g. float16 (3000, 640) 1.36x -> 1.53x) or where the rule above had a
+#: plan at NR 4 (float16 (2000, 100) 1.15x -> 1.20x), hence the exceptions.
+COLS_CL16_LANES = True
+COLS_CL16_LANES_MIN_L = 600
+COLS_CL16_LANES_MAX_L = 4096
+COLS_CL16_LANES_TX = 16
+COLS_CL16_LANES_MAX_BLOCKS = 2.0
+COLS_CL16_LANES_NR16_MAX_PACK = 2
 #: Folded axes: a unit-stride length I that is not a multiple of the 16-byte
 #: pack, on dense slabs with aligned pointers (e.g. (4000, 1001)), runs
 #: softmax_cols_sync with 16-byte packs on the slab read as (L / f, I x f),
@@ -1694,6 +1717,30 @@ def _choose_cols_cl16(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[L
     return _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=nr, v=v, segment=seg, clusters=(16,))
 
 
+def _choose_cols_cl16_lanes(O, L, I, in_dtype, out_dtype, log, dev, vec, c16=None) -> Optional[LaunchPlan]:
+    """The softmax_cols_cl plan in clusters of 16 on COLS_CL16_LANES_TX-lane
+    tiles for a short axis of a small 16-bit array (see COLS_CL16_LANES),
+    or None where the rule does not apply; ``c16``: the plan of
+    ``_choose_cols_cl16`` (None: it has none)."""
+    isz = numpy.dtype(_np_name(in_dtype)).itemsize
+    if (not COLS_CL16_LANES or isz != 2 or not COLS_CL16_LANES_MIN_L <= L <= COLS_CL16_LANES_MAX_L
+            or O * L * I * isz > COLS_CL16_MAX_BYTES):
+        return None
+    tx = COLS_CL16_LANES_TX
+    rows = 16 * (COLS_CL_THREADS // tx)  # the cluster's rows at NR 1
+    nr = next((r for r in (4, 8, 16) if rows * r >= L), None)
+    if nr is None:
+        return None
+    for v in (1, 2, 4):
+        if v > vec or 16 * O * _cdiv(I, tx * v) > COLS_CL16_LANES_MAX_BLOCKS * dev.sm_count:
+            continue
+        if (nr == 16 and v > COLS_CL16_LANES_NR16_MAX_PACK) or (c16 is not None and (nr, v) != (16, 1)):
+            return None
+        return _plan_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec, nr=nr, v=v, segment=tx * v * isz,
+                             clusters=(16,))
+    return None
+
+
 def _choose_cols_cl(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[LaunchPlan]:
     """The softmax_cols_cl plan plan_cols takes, or None (the measured rule:
     8-byte packs at COLS_CL_HALF_NR for float32 and for 16-bit arrays over
@@ -1947,7 +1994,8 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     """Plan for the (O, L, I) layout, reduction along L, unit-stride I.
 
     Small 16-bit arrays take the cluster plan in clusters of 16 blocks
-    (``_choose_cols_cl16``, see COLS_CL16_MAX_BYTES), with the plan below as
+    (``_choose_cols_cl16``, see COLS_CL16_MAX_BYTES; short axes on tiles of
+    16 lanes, ``_choose_cols_cl16_lanes``, see COLS_CL16_LANES), with the plan below as
     its ``fallback``: the launcher runs that where the GPU cannot hold a
     cluster of 16 (a non-portable size). Dense slabs that ``_plan_cols_base``
     would stream twice or hold in several sync rounds take the whole-slab
@@ -1958,6 +2006,7 @@ def plan_cols(O: int, L: int, I: int, in_dtype: str, out_dtype: str, log: bool,
     if slab is not None:
         return slab
     c16 = _choose_cols_cl16(O, L, I, in_dtype, out_dtype, log, dev, vec)
+    c16 = _choose_cols_cl16_lanes(O, L, I, in_dtype, out_dtype, log, dev, vec, c16) or c16
     return base if c16 is None else dataclasses.replace(c16, fallback=base)
 
 
@@ -2214,6 +2263,13 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                             found[("softmax.cu", kname)] = None
                         if ti in COLS_SLAB_DTYPES:  # the whole-slab kernel (_choose_cols_slab)
                             found[("softmax.cu", f"softmax_cols_slab<{CTYPE[ti]}, {'true' if log else 'false'}>")] = None
+                        for v, r in itertools.product((1, 2, 4), (4, 8, 16)):  # 16 lanes (COLS_CL16_LANES)
+                            if r == 16 and v > COLS_CL16_LANES_NR16_MAX_PACK:
+                                continue
+                            p = _plan_cols_cl(1, 256 * r, COLS_CL16_LANES_TX * v, ti, to, log, dev, v, nr=r, v=v,
+                                              segment=COLS_CL16_LANES_TX * v * 2, clusters=(16,))
+                            for kname in (p.kernels() if p is not None else ()):
+                                found[("softmax.cu", kname)] = None
                         for L, I in itertools.product(COLS_CL16_PROBE_L, COLS_CL16_PROBE_I):  # clusters of 16
                             for v in (8, 4, 2):
                                 p = _choose_cols_cl16(1, L, I, ti, to, log, dev, v) if I % v == 0 else None

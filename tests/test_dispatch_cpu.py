@@ -36,12 +36,22 @@ def test_cols_plans_within_limits(dev):
                 v, th, nr, c, minb = (int(a) for a in _args(p)[3:8])
                 tx, isz = p.extra[0], _isz(tin)
                 assert dev.cc >= 90 and tin == tout and isz == 2 and c == 16 and th == 256, ctx
-                assert _dispatch.COLS_CL16_MIN_L <= L <= _dispatch.COLS_CL16_MAX_L, ctx
-                assert O * L * I * isz <= _dispatch.COLS_CL16_MAX_BYTES and vec * isz >= 8, ctx
-                assert v in (vec // 2, vec) and minb == _dispatch.COLS_CL_MINB[nr] and p.smem == 0, ctx
+                assert O * L * I * isz <= _dispatch.COLS_CL16_MAX_BYTES, ctx
+                assert minb == _dispatch.COLS_CL_MINB[nr] and p.smem == 0, ctx
+                ltx = tx  # the lanes the NR is counted for
+                c16 = _dispatch._choose_cols_cl16(O, L, I, tin, tout, False, dev, vec)
+                lanes = _dispatch._choose_cols_cl16_lanes(O, L, I, tin, tout, False, dev, vec, c16)
+                if lanes is not None and (lanes.kernel, lanes.grid) == (p.kernel, p.grid):  # 16 lanes (COLS_CL16_LANES)
+                    assert _dispatch.COLS_CL16_LANES_MIN_L <= L <= _dispatch.COLS_CL16_LANES_MAX_L, ctx
+                    assert v in (1, 2, 4) and v <= vec and (nr < 16 or v <= 2), ctx
+                    assert 16 * O * -(-I // (16 * v)) <= 2 * dev.sm_count, ctx
+                    ltx = _dispatch.COLS_CL16_LANES_TX  # (narrower rows: fewer lanes, the same NR)
+                else:
+                    assert _dispatch.COLS_CL16_MIN_L <= L <= _dispatch.COLS_CL16_MAX_L, ctx
+                    assert vec * isz >= 8 and v in (vec // 2, vec), ctx
                 tiles = O * -(-I // (tx * v))
                 assert p.grid == (16, tiles) and p.extra == (tx, 16, tiles, nr), ctx
-                assert L <= 16 * (th // tx) * nr and (nr == 4 or L > 16 * (th // tx) * nr // 2), ctx
+                assert L <= 16 * (th // ltx) * nr and (nr == 4 or L > 16 * (th // ltx) * nr // 2), ctx
                 assert p.fallback == _dispatch._plan_cols_base(O, L, I, tin, tout, False, dev, vec), ctx
                 p = p.fallback
             assert p.block[0] <= _dispatch.MAX_BLOCK_THREADS, ctx

@@ -969,7 +969,9 @@ def test_cols_cl16_rule(monkeypatch):
     larger arrays, shorter or longer axes, more tiles, higher NR, narrower
     rows, float32, mixed dtypes and sm_80 do not. The
     enumeration's probes give every kernel the rule picks over a scan, and
-    those are in the compile-check enumeration."""
+    those are in the compile-check enumeration. (Without the 16-lane rule,
+    COLS_CL16_LANES, which takes some of these axes: test_cols_cl16_lanes_rule.)"""
+    monkeypatch.setattr(_dispatch, "COLS_CL16_LANES", False)
     h100, a100 = _dispatch.DeviceInfo(132, 90, 232448), _dispatch.DeviceInfo(108, 80, 167936)
     names = _forward_names(h100)
     P, base = _dispatch.plan_cols, _dispatch._plan_cols_base
@@ -1024,3 +1026,66 @@ def test_cols_cl16_rule(monkeypatch):
                     if p is not None:
                         probe.add(p.kernel)
             assert scan == probe and len(scan) == 6 and scan <= names, (dt, log, scan ^ probe)
+
+
+def test_cols_cl16_lanes_rule(monkeypatch):
+    """plan_cols on sm_90, the 16-lane rule (COLS_CL16_LANES): a same-dtype
+    16-bit array of at most COLS_CL16_MAX_BYTES with an axis of
+    COLS_CL16_LANES_MIN_L .. COLS_CL16_LANES_MAX_L takes softmax_cols_cl in
+    clusters of 16 on tiles of 16 lanes (fewer where the rows are narrower):
+    the narrowest pack of 1, 2, 4 elements (at most what the rows allow)
+    whose grid has at most 2 x SMs blocks, at the least NR of 4 / 8 / 16
+    that holds the axis; never NR 16 with 4-element packs, and where the
+    older cl16 rule has a plan only NR 16 with 1-element packs (else that
+    plan). The plan without either rule is the fallback. Shorter and longer
+    axes, larger arrays, too many blocks, float32, mixed dtypes and sm_80 keep
+    their plans, and every kernel the rule picks over a scan is in the
+    compile-check enumeration."""
+    h100, a100 = _dispatch.DeviceInfo(132, 90, 232448), _dispatch.DeviceInfo(108, 80, 167936)
+    names = _forward_names(h100)
+    P, base = _dispatch.plan_cols, _dispatch._plan_cols_base
+
+    def shape(p):  # (pack elements, NR, lanes a row)
+        return int(p.kernel.split(", ")[3]), p.extra[3], p.extra[0]
+
+    # (O, L, I, vec) -> (pack, NR, lanes); the last two where the older cl16 rule has a plan
+    want = {(1, 1000, 64, 8): (1, 4, 16), (1, 600, 96, 8): (1, 4, 16), (1, 1024, 64, 8): (1, 4, 16),
+            (1, 1025, 64, 8): (1, 8, 16), (1, 1000, 300, 4): (2, 4, 16), (1, 1000, 1024, 8): (4, 4, 16),
+            (1, 1500, 384, 8): (2, 8, 16), (1, 2000, 500, 4): (2, 8, 16), (1, 2000, 1000, 8): (4, 8, 16),
+            (1, 4000, 500, 4): (2, 16, 16), (1, 900, 8, 8): (1, 4, 8), (2, 700, 48, 8): (1, 4, 16),
+            (1, 1000, 33, 1): (1, 4, 16), (1, 4000, 100, 4): (1, 16, 16), (1, 4096, 72, 8): (1, 16, 16)}
+    for dt in ("float16", "bfloat16"):
+        for log in (False, True):
+            for (O, L, I, vec), sh in want.items():
+                a = (O, L, I, dt, dt, log, h100, vec, True, (I * 2) % 16 != 0)
+                p = P(*a)
+                assert p.kernel.startswith("softmax_cols_cl<") and p.extra[1] == 16 and shape(p) == sh, (a, p)
+                assert p.fallback == base(*a) and p.kernel in names, (a, p)
+                assert _dispatch._blocks(p) <= 2 * h100.sm_count, (a, p)
+                off = _plan_cols_with(monkeypatch, "COLS_CL16_LANES", False, *a)
+                assert off != p and off.fallback in (None, p.fallback), (a, off)
+            for a in ((1, 599, 64, dt, dt, log, h100, 8), (1, 4097, 64, dt, dt, log, h100, 8),  # axis bounds
+                      (1, 3000, 640, dt, dt, log, h100, 8),  # NR 16 with 4-element packs
+                      (1, 2000, 100, dt, dt, log, h100, 4), (1, 2000, 64, dt, dt, log, h100, 8),  # cl16 at NR 8
+                      (1, 1000, 1500, dt, dt, log, h100, 4),  # 384 blocks
+                      (1, 4000, 1024, dt, dt, log, h100, 8),  # over COLS_CL16_MAX_BYTES
+                      (1, 1000, 64, dt, dt, log, a100, 8),  # sm_80: no clusters
+                      (1, 1000, 64, dt, "float32", log, h100, 4)):  # mixed dtypes
+                p = P(*a)
+                assert p == _plan_cols_with(monkeypatch, "COLS_CL16_LANES", False, *a), (a, p)
+                assert not (p.kernel.startswith("softmax_cols_cl<") and p.extra[1] == 16 and p.extra[0] == 16), (a, p)
+    assert P(1, 1000, 64, "float32", "float32", False, h100, 4) == base(1, 1000, 64, "float32", "float32", False,
+                                                                        h100, 4)
+    # every kernel the rule picks over a scan is enumerated
+    for dt in ("float16", "bfloat16"):
+        for log in (False, True):
+            scan = set()
+            for L in range(600, 4097, 97):
+                for I in list(range(1, 1100, 13)) + [64, 256, 1024]:
+                    for vec in (8, 4, 2, 1):
+                        if I % vec == 0:
+                            c16 = _dispatch._choose_cols_cl16(1, L, I, dt, dt, log, h100, vec)
+                            p = _dispatch._choose_cols_cl16_lanes(1, L, I, dt, dt, log, h100, vec, c16)
+                            if p is not None:
+                                scan.add(p.kernel)
+            assert len(scan) == 8 and scan <= names, (dt, log, scan - names)

@@ -1689,6 +1689,24 @@ def test_cols_fill4_and_off_sector_tiles(dtype, log, monkeypatch):
         del x, y
 
 
+def _check_cols_call_and_fallback(fn, x, xh, plan, call, log):
+    """The public call on the (O, L, I) array x (reduced over axis 1; host
+    copy xh) into a poisoned output, checked against the reference, then
+    ``plan``'s fallback launched directly and checked alike (``call``: the
+    plan the call took, for the messages)."""
+    import cupy as cp
+    from cusoftmax._launch import Launch
+
+    O, L, I = x.shape
+    y = cp.full((O, L, I), np.nan, dtype=x.dtype)
+    check_forward(fn(x, axis=1, out=y), xh, axis=1, log=log, ctx=f"api {(O, L, I)} {call.kernel} grid {call.grid}")
+    fb = plan.fallback
+    y.fill(np.nan)
+    f = fb.fold
+    Launch(fb, x.data.device_id).cols(x.data.ptr, y.data.ptr, O, L // f, I * f, L * I, I * f, L * I, I * f)
+    check_forward(y, xh, axis=1, log=log, ctx=f"fallback {(O, L, I)} {fb.kernel} grid {fb.grid}")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("log", [False, True])
@@ -1701,14 +1719,16 @@ def test_cols_cl16(dtype, log, monkeypatch):
     of the axis, two slabs, special columns, output poisoned first, asserting
     the plan the call took; the plan's fallback launched directly; then the
     call with the GPU said not to hold a cluster of 16 (it runs the
-    fallback)."""
+    fallback). Without the 16-lane rule (test_cols_cl16_lanes), which takes
+    some of these axes."""
     import cupy as cp
     from cusoftmax import _api, _launch
-    from cusoftmax._launch import Launch
 
     dev = real_device_info()
     if dev.cc < 90:
         pytest.skip("clusters of 16 are sm_90's (and the rule's)")
+    monkeypatch.setattr(_dispatch, "COLS_CL16_LANES", False)
+    monkeypatch.setattr(_api, "_cache", {})  # (plans made without the rule stay in this test)
     rng = np.random.default_rng(43)
     fn = cusoftmax.log_softmax if log else cusoftmax.softmax
     seen = set()
@@ -1725,14 +1745,8 @@ def test_cols_cl16(dtype, log, monkeypatch):
         # (the fallback only where the GPU cannot hold a cluster of 16; the measured ones, 132 SMs, can)
         assert call == plan or (call == plan.fallback and dev.sm_count != 132), (O, L, I, call)
         seen.add(plan.kernel)
-        y = cp.full((O, L, I), np.nan, dtype=np_dtype(dtype))
-        check_forward(fn(x, axis=1, out=y), xh, axis=1, log=log, ctx=f"api {(O, L, I)} {call.kernel} grid {call.grid}")
-        fb = plan.fallback
-        y.fill(np.nan)
-        f = fb.fold
-        Launch(fb, x.data.device_id).cols(x.data.ptr, y.data.ptr, O, L // f, I * f, L * I, I * f, L * I, I * f)
-        check_forward(y, xh, axis=1, log=log, ctx=f"fallback {(O, L, I)} {fb.kernel} grid {fb.grid}")
-        del x, y
+        _check_cols_call_and_fallback(fn, x, xh, plan, call, log)
+        del x
     assert len(seen) == 6, seen
     # a GPU that cannot hold a cluster of 16: the call runs the fallback
     O, L, I = 1, 8000, 100
@@ -1747,3 +1761,41 @@ def test_cols_cl16(dtype, log, monkeypatch):
         check_forward(fn(x, axis=1, out=y), xh, axis=1, log=log, ctx=f"api fallback {(O, L, I)} {p.launch.plan.kernel}")
     finally:
         _api._cache.clear()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("log", [False, True])
+def test_cols_cl16_lanes(dtype, log):
+    """The 16-lane rule (COLS_CL16_LANES): on sm_90, the public call on
+    arrays that give each of its 8 kernels (1-, 2- and 4-element packs at
+    NR 4 and 8, 1- and 2-element packs at NR 16), plus rows narrower than
+    16 lanes, an odd row length, two slabs and an axis with blocks that hold
+    no rows, special columns, output poisoned first, asserting the plan the
+    call took; then the plan's fallback launched directly."""
+    import cupy as cp
+    from cusoftmax import _api
+
+    dev = real_device_info()
+    if dev.cc < 90:
+        pytest.skip("clusters of 16 are sm_90's (and the rule's)")
+    rng = np.random.default_rng(47)
+    fn = cusoftmax.log_softmax if log else cusoftmax.softmax
+    seen = set()
+    for O, L, I in ((1, 1000, 64), (1, 1500, 96), (1, 4000, 100), (1, 1000, 300), (1, 1500, 384), (1, 4000, 500),
+                    (1, 1000, 1000), (1, 2000, 1000), (1, 900, 8), (1, 1111, 33), (2, 700, 48), (1, 601, 40)):
+        xh = _cols_special_input(rng, (O, L, I), dtype)
+        x = cp.asarray(xh)
+        call = _api._prepare(x, 1, None, "auto", log, None).launch.plan
+        vec = 8
+        while I % vec:
+            vec //= 2
+        plan = _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, vec, True, (I * 2) % 16 != 0)
+        c16 = _dispatch._choose_cols_cl16(O, L, I, dtype, dtype, log, dev, vec)
+        lanes = _dispatch._choose_cols_cl16_lanes(O, L, I, dtype, dtype, log, dev, vec, c16)
+        assert lanes is not None and plan == dataclasses.replace(lanes, fallback=plan.fallback), (O, L, I, plan)
+        assert call == plan or (call == plan.fallback and dev.sm_count != 132), (O, L, I, call)
+        seen.add(plan.kernel)
+        _check_cols_call_and_fallback(fn, x, xh, plan, call, log)
+        del x
+    assert len(seen) == 8, seen

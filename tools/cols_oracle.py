@@ -81,6 +81,8 @@ def candidates(O, L, I, dt, log, dev, cl16=False):
         add("split_fold", lambda: D._plan_cols_split_fold(O, L, I, dt, dt, log, dev))
         add("wide", lambda: D._plan_cols_wide(O, L, I, dt, dt, log, dev, dense))
     add("split", lambda: D._plan_cols_split(O, L, I, dt, dt, log, dev, vec))
+    if dense and O == 1:  # the whole-slab kernel (cooperative; sm_90)
+        add("slab", lambda: D._plan_cols_slab(L, I, dt, log, dev))
     return list(c.values())
 
 
