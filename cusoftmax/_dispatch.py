@@ -658,6 +658,17 @@ COLS_CL16_SEGMENT = 32
 COLS_CL16_WIDE_SEGMENT = 64
 COLS_CL16_MAX_TILES = {(16, True): (10, 20), (16, False): (5, 8), (8, False): (20, 0)}
 COLS_CL16_MAX_NR = {4: 16, 8: 8, 16: 8}  # by pack bytes
+#: Axes over COLS_CL16_LONG_MIN_L rows whose rows are on the 16-byte grid but
+#: off the 32-byte sector grid may take up to COLS_CL16_LONG_OFF_SECTOR_TILES
+#: tiles of 32 bytes (in place of COLS_CL16_MAX_TILES' 5): 16-byte packs at
+#: NR 8, two lanes a row. H200 (kernels/cl16_lanes.txt, runs 4-5):
+#: tools/cols_oracle.py --cl16 found that plan the best on every such case
+#: of 9-13 tiles (bfloat16 / float16 (16000, 200) 1.47x / 1.59x -> 1.40x /
+#: 1.45x, (12000, 200) 1.55x / 1.64x -> 1.42x / 1.46x) and far slower at 15-20
+#: tiles on rows on the sector grid ((16000, 256) 1.41x -> 1.83x), which keep
+#: their bounds.
+COLS_CL16_LONG_MIN_L = 8193
+COLS_CL16_LONG_OFF_SECTOR_TILES = 13
 #: Axes and row lengths whose cl16 plans cover every instantiation the rule
 #: can choose (the compile-check enumeration; test_cols_cl16_rule checks it).
 COLS_CL16_PROBE_L = (2000, 4096, 4097, 8192, 8193, 10000, 16384)
@@ -1700,7 +1711,10 @@ def _choose_cols_cl16(O, L, I, in_dtype, out_dtype, log, dev, vec) -> Optional[L
             or O * L * I * isz > COLS_CL16_MAX_BYTES):
         return None
     grid = min(vec * isz, VECTOR_BYTES)  # the rows' grid in bytes
-    narrow, wide = COLS_CL16_MAX_TILES[(grid, grid == VECTOR_BYTES and (I * isz) % 32 == 0)]
+    sector = grid == VECTOR_BYTES and (I * isz) % 32 == 0
+    narrow, wide = COLS_CL16_MAX_TILES[(grid, sector)]
+    if grid == VECTOR_BYTES and not sector and L >= COLS_CL16_LONG_MIN_L:
+        narrow = COLS_CL16_LONG_OFF_SECTOR_TILES
     seg = COLS_CL16_SEGMENT
     if O * _cdiv(I, seg // isz) > narrow:
         seg = COLS_CL16_WIDE_SEGMENT

@@ -965,10 +965,11 @@ def test_cols_cl16_rule(monkeypatch):
     (8-byte packs on the 16-byte grid, 16-byte ones at half the NR over
     COLS_CL16_MAX_NR; 4-byte packs on the 8-byte grid; the least NR that
     holds the axis; 32-byte tiles, then 64-byte ones, up to
-    COLS_CL16_MAX_TILES), with the plan without the rule as its fallback;
-    larger arrays, shorter or longer axes, more tiles, higher NR, narrower
-    rows, float32, mixed dtypes and sm_80 do not. The
-    enumeration's probes give every kernel the rule picks over a scan, and
+    COLS_CL16_MAX_TILES, or up to COLS_CL16_LONG_OFF_SECTOR_TILES of 32
+    bytes for axes of COLS_CL16_LONG_MIN_L rows and more off the sector
+    grid), with the plan without the rule as its fallback; larger arrays,
+    shorter or longer axes, more tiles, higher NR, narrower rows, float32,
+    mixed dtypes and sm_80 do not. The enumeration's probes give every kernel the rule picks over a scan, and
     those are in the compile-check enumeration. (Without the 16-lane rule,
     COLS_CL16_LANES, which takes some of these axes: test_cols_cl16_lanes_rule.)"""
     monkeypatch.setattr(_dispatch, "COLS_CL16_LANES", False)
@@ -984,7 +985,8 @@ def test_cols_cl16_rule(monkeypatch):
             (12000, 160, 8): (8, 8, 16), (6000, 96, 8): (4, 8, 16), (8000, 64, 8): (4, 8, 16),
             (3000, 384, 8): (4, 8, 32), (6000, 384, 8): (8, 8, 32), (4000, 512, 8): (4, 8, 32),
             (3000, 640, 8): (4, 8, 32), (16000, 64, 8): (8, 8, 16), (2000, 64, 8): (4, 4, 16),
-            (5000, 120, 8): (8, 8, 32), (5000, 40, 8): (4, 8, 16)}  # (the last two: rows off the sector grid)
+            (5000, 120, 8): (8, 8, 32), (5000, 40, 8): (4, 8, 16),  # (the last two: rows off the sector grid)
+            (16000, 200, 8): (8, 8, 16), (8193, 88, 8): (8, 8, 16)}  # (long axes off it: COLS_CL16_LONG_*)
     for dt in ("float16", "bfloat16"):
         for log in (False, True):
             for (L, I, vec), sh in want.items():
@@ -1001,6 +1003,7 @@ def test_cols_cl16_rule(monkeypatch):
                       (1, 10000, 300, dt, dt, log, h100, 4),  # 4-byte packs at NR 32
                       (1, 8000, 512, dt, dt, log, h100, 8),  # over COLS_CL16_MAX_BYTES
                       (4, 4000, 256, dt, dt, log, h100, 8),  # ... over the slabs
+                      (1, 16384, 216, dt, dt, log, h100, 8),  # long axis off the sector grid: 14 tiles of 32 bytes
                       (1, 1999, 64, dt, dt, log, h100, 8), (1, 16385, 64, dt, dt, log, h100, 8),  # axis bounds
                       (1, 8000, 102, dt, dt, log, h100, 2), (1, 8000, 101, dt, dt, log, h100, 1),  # narrow rows
                       (1, 8000, 100, dt, dt, log, a100, 4),  # sm_80: no clusters
@@ -1010,6 +1013,7 @@ def test_cols_cl16_rule(monkeypatch):
         assert P(1, 8000, 100, "float32", "float32", False, h100, 4) == base(1, 8000, 100, "float32", "float32",
                                                                             False, h100, 4)
     assert _dispatch.COLS_CL16_MAX_BYTES == 6_500_000 and _dispatch.COLS_CL16_MAX_NR == {4: 16, 8: 8, 16: 8}
+    assert (_dispatch.COLS_CL16_LONG_MIN_L, _dispatch.COLS_CL16_LONG_OFF_SECTOR_TILES) == (8193, 13)
     # the probes' kernels are every kernel the rule picks over a scan
     for dt in ("float16", "bfloat16"):
         for log in (False, True):
