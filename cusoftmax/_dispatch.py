@@ -2277,11 +2277,11 @@ def all_forward_kernels(dev: DeviceInfo) -> list[tuple[str, str]]:
                             found[("softmax.cu", kname)] = None
                         if ti in COLS_SLAB_DTYPES:  # the whole-slab kernel (_choose_cols_slab)
                             found[("softmax.cu", f"softmax_cols_slab<{CTYPE[ti]}, {'true' if log else 'false'}>")] = None
-                        for v, r in itertools.product((1, 2, 4), (4, 8, 16)):  # 16 lanes (COLS_CL16_LANES)
+                        for v, r in itertools.product((1, 2, 4) if isz == 2 else (), (4, 8, 16)):  # COLS_CL16_LANES
                             if r == 16 and v > COLS_CL16_LANES_NR16_MAX_PACK:
                                 continue
                             p = _plan_cols_cl(1, 256 * r, COLS_CL16_LANES_TX * v, ti, to, log, dev, v, nr=r, v=v,
-                                              segment=COLS_CL16_LANES_TX * v * 2, clusters=(16,))
+                                              segment=COLS_CL16_LANES_TX * v * isz, clusters=(16,))
                             for kname in (p.kernels() if p is not None else ()):
                                 found[("softmax.cu", kname)] = None
                         for L, I in itertools.product(COLS_CL16_PROBE_L, COLS_CL16_PROBE_I):  # clusters of 16
