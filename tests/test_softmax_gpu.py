@@ -1689,6 +1689,24 @@ def test_cols_fill4_and_off_sector_tiles(dtype, log, monkeypatch):
         del x, y
 
 
+def _cols_cl16_case(rng, shape, dtype, log, dev):
+    """(xh, x, call, vec, plan) for a C-ordered (O, L, I) array reduced over
+    axis 1: special-column data on the host and the GPU, the plan the public
+    call takes, the widest pack the rows allow and plan_cols' plan."""
+    import cupy as cp
+    from cusoftmax import _api
+
+    O, L, I = shape
+    xh = _cols_special_input(rng, shape, dtype)
+    x = cp.asarray(xh)
+    call = _api._prepare(x, 1, None, "auto", log, None).launch.plan
+    vec = 8
+    while I % vec:
+        vec //= 2
+    plan = _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, vec, True, (I * 2) % 16 != 0)
+    return xh, x, call, vec, plan
+
+
 def _check_cols_call_and_fallback(fn, x, xh, plan, call, log):
     """The public call on the (O, L, I) array x (reduced over axis 1; host
     copy xh) into a poisoned output, checked against the reference, then
@@ -1734,13 +1752,7 @@ def test_cols_cl16(dtype, log, monkeypatch):
     seen = set()
     for O, L, I in ((1, 2011, 12), (1, 2011, 8), (1, 2085, 12), (1, 2085, 168), (1, 4120, 12), (1, 4120, 168),
                     (1, 8227, 64), (1, 8000, 100), (2, 3000, 64), (1, 16384, 40)):
-        xh = _cols_special_input(rng, (O, L, I), dtype)
-        x = cp.asarray(xh)
-        call = _api._prepare(x, 1, None, "auto", log, None).launch.plan
-        vec = 8
-        while I % vec:
-            vec //= 2
-        plan = _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, vec, True, (I * 2) % 16 != 0)
+        xh, x, call, vec, plan = _cols_cl16_case(rng, (O, L, I), dtype, log, dev)
         assert plan.kernel.startswith("softmax_cols_cl<") and plan.extra[1] == 16 and plan.fallback, (O, L, I, plan)
         # (the fallback only where the GPU cannot hold a cluster of 16; the measured ones, 132 SMs, can)
         assert call == plan or (call == plan.fallback and dev.sm_count != 132), (O, L, I, call)
@@ -1773,9 +1785,6 @@ def test_cols_cl16_lanes(dtype, log):
     16 lanes, an odd row length, two slabs and an axis with blocks that hold
     no rows, special columns, output poisoned first, asserting the plan the
     call took; then the plan's fallback launched directly."""
-    import cupy as cp
-    from cusoftmax import _api
-
     dev = real_device_info()
     if dev.cc < 90:
         pytest.skip("clusters of 16 are sm_90's (and the rule's)")
@@ -1784,13 +1793,7 @@ def test_cols_cl16_lanes(dtype, log):
     seen = set()
     for O, L, I in ((1, 1000, 64), (1, 1500, 96), (1, 4000, 100), (1, 1000, 300), (1, 1500, 384), (1, 4000, 500),
                     (1, 1000, 1000), (1, 2000, 1000), (1, 900, 8), (1, 1111, 33), (2, 700, 48), (1, 601, 40)):
-        xh = _cols_special_input(rng, (O, L, I), dtype)
-        x = cp.asarray(xh)
-        call = _api._prepare(x, 1, None, "auto", log, None).launch.plan
-        vec = 8
-        while I % vec:
-            vec //= 2
-        plan = _dispatch.plan_cols(O, L, I, dtype, dtype, log, dev, vec, True, (I * 2) % 16 != 0)
+        xh, x, call, vec, plan = _cols_cl16_case(rng, (O, L, I), dtype, log, dev)
         c16 = _dispatch._choose_cols_cl16(O, L, I, dtype, dtype, log, dev, vec)
         lanes = _dispatch._choose_cols_cl16_lanes(O, L, I, dtype, dtype, log, dev, vec, c16)
         assert lanes is not None and plan == dataclasses.replace(lanes, fallback=plan.fallback), (O, L, I, plan)
